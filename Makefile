@@ -1,0 +1,25 @@
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PROFILE ?= paper
+export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+
+.PHONY: install test lint bench reproduce-figures clean
+
+install:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+
+test:
+	$(BIN)/python -m pytest
+
+bench:
+	$(BIN)/python benchmarks/bench_agt.py
+
+reproduce-figures:
+	$(BIN)/certdp figures profile=$(PROFILE)
+
+clean:
+	rm -rf outputs/*/ .pytest_cache

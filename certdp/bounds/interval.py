@@ -1,0 +1,104 @@
+"""Interval value type and the few interval products AGT needs.
+
+All functions are sound over-approximations in exact arithmetic; rounding is handled by
+:func:`outward`, applied once per training step by AGT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import os
+
+import torch
+
+# The lo <= hi check reads every element; it is on in tests (CERTDP_DEBUG=1), off in runs.
+CHECK = os.environ.get("CERTDP_DEBUG", "0") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Element-wise interval ``[lo, hi]`` of two equal-shape tensors."""
+
+    lo: torch.Tensor
+    hi: torch.Tensor
+
+    def __post_init__(self):
+        if self.lo.shape != self.hi.shape:
+            raise ValueError(f"Interval bounds differ in shape: {tuple(self.lo.shape)} vs {tuple(self.hi.shape)}")
+        if CHECK and self.lo.numel() and bool((self.lo > self.hi).any()):
+            gap = (self.lo - self.hi).max().item()
+            raise ValueError(f"Interval with lo > hi (by up to {gap:.3g})")
+
+    @staticmethod
+    def point(x: torch.Tensor) -> "Interval":
+        return Interval(x, x)
+
+    @property
+    def mid(self) -> torch.Tensor:
+        return (self.lo + self.hi) / 2
+
+    @property
+    def rad(self) -> torch.Tensor:
+        return (self.hi - self.lo) / 2
+
+    @property
+    def width(self) -> torch.Tensor:
+        return self.hi - self.lo
+
+    def contains(self, x: torch.Tensor, tol: float = 0.0) -> torch.Tensor:
+        return (x >= self.lo - tol) & (x <= self.hi + tol)
+
+    def clamp(self, lo: float, hi: float) -> "Interval":
+        # clamp is monotone, so clamping both ends is exact.
+        return Interval(self.lo.clamp(lo, hi), self.hi.clamp(lo, hi))
+
+    def __getitem__(self, idx) -> "Interval":
+        return Interval(self.lo[idx], self.hi[idx])
+
+
+def outward(iv: Interval, rel: float = 1e-12, abs_: float = 1e-300) -> Interval:
+    """Widen by a relative margin that dominates float64 rounding of one step's arithmetic."""
+    m = torch.maximum(iv.lo.abs(), iv.hi.abs()) * rel + abs_
+    return Interval(iv.lo - m, iv.hi + m)
+
+
+def matmul_exact_left(x: torch.Tensor, w: Interval) -> Interval:
+    """Bounds of ``x @ W^T`` for an exact ``x`` [..., n, i] and interval ``W`` [..., o, i]."""
+    xp, xn = x.clamp(min=0), x.clamp(max=0)
+    wl, wu = w.lo.transpose(-1, -2), w.hi.transpose(-1, -2)
+    return Interval(xp @ wl + xn @ wu, xp @ wu + xn @ wl)
+
+
+def matmul_nonneg_left(a: Interval, w: Interval) -> Interval:
+    """Bounds of ``a @ W^T`` for ``a`` >= 0 (post-ReLU) [..., n, i] and interval ``W`` [..., o, i].
+
+    For a_j in [al, au] with al >= 0, the product w*a is minimised at (wl, al) if wl >= 0 and
+    at (wl, au) otherwise; symmetrically for the maximum.  Each product is bounded exactly.
+    """
+    wl, wu = w.lo.transpose(-1, -2), w.hi.transpose(-1, -2)
+    lo = a.lo @ wl.clamp(min=0) + a.hi @ wl.clamp(max=0)
+    hi = a.hi @ wu.clamp(min=0) + a.lo @ wu.clamp(max=0)
+    return Interval(lo, hi)
+
+
+def matmul_midrad(a: Interval, w: Interval) -> Interval:
+    """Bounds of ``a @ W`` for general intervals (midpoint-radius arithmetic, Rump 1999):
+    mid = am @ wm, rad = |am| @ wr + ar @ |wm| + ar @ wr."""
+    am, ar = a.mid, a.rad
+    wm, wr = w.mid, w.rad
+    m = am @ wm
+    r = am.abs() @ wr + ar @ wm.abs() + ar @ wr
+    return Interval(m - r, m + r)
+
+
+def mul_exact(d: Interval, x: torch.Tensor) -> Interval:
+    """Bounds of ``d * x`` (broadcast) for an interval ``d`` and an exact ``x``."""
+    xp, xn = x.clamp(min=0), x.clamp(max=0)
+    return Interval(d.lo * xp + d.hi * xn, d.hi * xp + d.lo * xn)
+
+
+def mul_nonneg(d: Interval, a: Interval) -> Interval:
+    """Bounds of ``d * a`` (broadcast) for an interval ``d`` and ``a`` >= 0."""
+    return Interval(d.lo.clamp(min=0) * a.lo + d.lo.clamp(max=0) * a.hi,
+                    d.hi.clamp(min=0) * a.hi + d.hi.clamp(max=0) * a.lo)

@@ -1,0 +1,1 @@
+"""Privacy: sensitivity staircases, noise mechanisms, amplification and composition."""

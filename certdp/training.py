@@ -1,0 +1,89 @@
+"""The nominal training algorithm M(f, theta_init, D).
+
+Clipped (S)GD with an optional contraction, exactly the algorithm AGT certifies:
+
+    g_i   = clip(grad_theta l(f_theta(x_i), y_i), -gamma, gamma)        (element-wise)
+    theta <- lam * theta - lr * (1/b) * sum_{i in B_t} g_i
+
+``B_t`` is step t's batch from a *fixed batch plan* drawn from the seed before training: the
+plan depends only on (N, batch_size, steps, seed), never on the data, so a neighbouring dataset
+(same size, some records substituted) is trained on the same index batches.  ``lam = 1`` is
+plain clipped GD; ``lam < 1`` is the paper's "contractive clipped GD".  Everything is float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from certdp import DTYPE
+from certdp.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    steps: int
+    lr: float
+    clip: float                       # gamma: element-wise clipping threshold
+    batch_size: int | None = None     # None or >= N: full batch
+    contraction: float = 1.0          # lambda in (0, 1]
+    seed: int = 0
+
+    def __post_init__(self):
+        from certdp.errors import ConfigError
+        if self.steps < 1:
+            raise ConfigError("train.steps", f"must be >= 1 (got {self.steps})")
+        if not self.lr > 0:
+            raise ConfigError("train.lr", f"must be > 0 (got {self.lr})")
+        if not self.clip > 0:
+            raise ConfigError("train.clip", f"must be > 0 (got {self.clip})")
+        if not 0 < self.contraction <= 1:
+            raise ConfigError("train.contraction", f"must be in (0, 1] (got {self.contraction})")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError("train.batch_size", f"must be >= 1 or null for full batch (got {self.batch_size})")
+
+
+def batch_plan(n: int, settings: TrainSettings) -> torch.Tensor:
+    """Index batches [steps, b]: consecutive slices of per-epoch permutations drawn from the
+    seed (full batch: every step uses all indices in order).  Batches never straddle epochs;
+    a short tail of an epoch is dropped so that every batch has exactly b indices."""
+    b = n if settings.batch_size is None or settings.batch_size >= n else int(settings.batch_size)
+    if b == n:
+        return torch.arange(n).expand(settings.steps, n)
+    g = torch.Generator().manual_seed(int(settings.seed) + 7919)
+    per_epoch = n // b
+    rows = []
+    while len(rows) < settings.steps:
+        perm = torch.randperm(n, generator=g)
+        rows += list(perm[: per_epoch * b].view(per_epoch, b))
+    return torch.stack(rows[: settings.steps])
+
+
+def clipped_step(model: ModelSpec, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                 settings: TrainSettings) -> torch.Tensor:
+    g = model.per_sample_grads(theta, x, y).clamp(-settings.clip, settings.clip)
+    return settings.contraction * theta - settings.lr * g.mean(dim=-2)
+
+
+def train(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+          settings: TrainSettings, plan: torch.Tensor | None = None,
+          steps: range | None = None) -> torch.Tensor:
+    """Run the nominal algorithm and return the final parameters.
+
+    ``x`` may carry leading batch dims ([R, N, d]) with ``theta_init`` [R, P] to retrain R
+    neighbouring datasets at once.  ``steps`` restricts training to a window of the plan
+    (used by multi-release AGS)."""
+    x = x.to(DTYPE)
+    y = y.to(DTYPE) if model.loss != "ce" else y
+    plan = batch_plan(x.shape[-2], settings) if plan is None else plan
+    theta = theta_init.to(DTYPE).clone()
+    full = plan.shape[1] == x.shape[-2]
+    for t in (range(settings.steps) if steps is None else steps):
+        if full:
+            xb, yb = x, y
+        else:
+            idx = plan[t]
+            xb, yb = x[..., idx, :], y[..., idx]
+        theta = clipped_step(model, theta, xb, yb, settings)
+    return theta
