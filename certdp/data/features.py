@@ -1,0 +1,93 @@
+"""Feature maps fitted on the **public** data only, and the label coding of binary tasks.
+
+Anything fitted on the private training set (a mean, a scale, a projection) would make the
+features themselves a function of the private data, outside what AGT certifies.  So every
+statistic here is computed from ``x_public`` and then applied, unchanged, to the private and
+test sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from certdp.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PublicPCA:
+    """``z = ((x - in_mean) / in_sd) @ components.T``, then ``(z - out_mean) / out_sd``.
+
+    ``components`` [k, d] are the top-k right singular vectors of the centred (optionally
+    standardised) public data, each signed so that its largest-magnitude loading is positive
+    (a deterministic choice; SVD signs are arbitrary).  ``out_mean``/``out_sd`` standardise
+    the k scores with public statistics."""
+    in_mean: np.ndarray
+    in_sd: np.ndarray
+    components: np.ndarray
+    out_mean: np.ndarray
+    out_sd: np.ndarray
+    explained: float                  # fraction of the public variance kept by the k components
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        z = ((np.asarray(x, np.float64) - self.in_mean) / self.in_sd) @ self.components.T
+        return (z - self.out_mean) / self.out_sd
+
+
+def _safe_sd(a: np.ndarray) -> np.ndarray:
+    sd = a.std(0)
+    return np.where(sd > 1e-12, sd, 1.0)
+
+
+def fit_public_pca(x_public: np.ndarray, k: int, *, standardise_inputs: bool = False,
+                   key: str = "dataset.pca_dim") -> PublicPCA:
+    """Fit PCA-``k`` on the public rows only (see :class:`PublicPCA`)."""
+    x = np.asarray(x_public, np.float64)
+    n, d = x.shape
+    if not 1 <= int(k) <= min(n, d):
+        raise ConfigError(key, f"must be in [1, {min(n, d)}] (public rows x features = {n} x {d}; got {k})")
+    k = int(k)
+    mu = x.mean(0)
+    sd = _safe_sd(x) if standardise_inputs else np.ones(d)
+    xc = (x - mu) / sd
+    _, s, vt = np.linalg.svd(xc, full_matrices=False)
+    comps = vt[:k]
+    signs = np.sign(comps[np.arange(k), np.abs(comps).argmax(1)])
+    comps = comps * np.where(signs == 0, 1.0, signs)[:, None]
+    z = xc @ comps.T
+    var = s ** 2
+    return PublicPCA(mu, sd, comps, z.mean(0), _safe_sd(z), float(var[:k].sum() / max(var.sum(), 1e-300)))
+
+
+def public_features(cfg: dict, x_public: np.ndarray, *others: np.ndarray, default_dim: int,
+                    standardise_inputs: bool = False) -> tuple[list[np.ndarray], dict]:
+    """``dataset.features``: ``pca`` (PCA-``dataset.pca_dim`` fitted on public data, scores
+    standardised with public statistics) or ``raw`` (inputs standardised with public
+    statistics only).  Returns ``[x_public, *others]`` transformed and an info dict."""
+    mode = cfg.get("features", "pca")
+    if mode == "pca":
+        pca = fit_public_pca(x_public, cfg.get("pca_dim", default_dim) or default_dim,
+                             standardise_inputs=standardise_inputs)
+        xs = [pca.transform(a) for a in (x_public, *others)]
+        return xs, {"features": f"pca{pca.components.shape[0]}", "pca_fitted_on": "public",
+                    "pca_explained_variance": round(pca.explained, 4)}
+    if mode == "raw":
+        x = np.asarray(x_public, np.float64)
+        mu, sd = x.mean(0), _safe_sd(x)
+        return [(np.asarray(a, np.float64) - mu) / sd for a in (x_public, *others)], \
+            {"features": "raw", "standardised_with": "public"}
+    raise ConfigError("dataset.features", f"unknown feature map '{mode}'; allowed: pca, raw")
+
+
+def binary_labels(y01: np.ndarray, cfg: dict) -> tuple[str, np.ndarray, int]:
+    """Code 0/1 labels for ``dataset.task``: ``binary`` -> int64 in {-1, +1} (the hinge / margin
+    convention of :class:`certdp.data.Dataset`), ``multiclass`` -> int64 in {0, 1} with two
+    classes (a softmax head).  Returns (task, y, n_classes)."""
+    task = cfg.get("task", "binary")
+    y = np.asarray(y01).astype(np.int64)
+    if task == "binary":
+        return "binary", 2 * y - 1, 2
+    if task == "multiclass":
+        return "multiclass", y, 2
+    raise ConfigError("dataset.task", f"unknown task '{task}' for a two-class dataset; allowed: binary, multiclass")
