@@ -102,7 +102,7 @@ class ModelSpec:
         p = torch.softmax(out, dim=-1)
         return p - torch.nn.functional.one_hot(y.long(), out.shape[-1]).to(out.dtype)
 
-    def loss(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def per_sample_loss(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         out = self.forward(theta, x)
         if self.loss == "mse":
             return (out.squeeze(-1) - y) ** 2

@@ -1,0 +1,86 @@
+"""Soundness by retraining: envelopes contain the parameters of real neighbouring datasets.
+
+For each radius k, at least 50 datasets within k substitutions are built (random replacement
+records, and adversarial ones whose clipped gradients sit at +-gamma), retrained with the same
+initialisation and batch plan, and checked: theta~ in T_k, and the change of every test
+prediction within the certified staircase bound."""
+
+import pytest
+import torch
+
+from certdp.agt import run_agt
+from certdp.bounds import get_certificate
+from certdp.bounds.ibp import output_bounds
+from certdp.models import ModelSpec
+from certdp.privacy.sensitivity import staircase
+from certdp.training import TrainSettings, batch_plan, train
+
+R = 60  # neighbours per radius (half random, half adversarial)
+
+
+def neighbours(x, y, k, R, gen, plan, adversarial_scale=6.0):
+    n, d = x.shape
+    xs = x.expand(R, n, d).clone()
+    ys = y.expand(R, n).clone()
+    used = plan.flatten().unique()
+    for r in range(R):
+        idx = used[torch.randperm(len(used), generator=gen)[:k]]
+        if r % 2 == 0:   # random records from a wider distribution
+            xs[r, idx] = torch.randn(k, d, generator=gen, dtype=x.dtype) * 2
+            ys[r, idx] = torch.randn(k, generator=gen, dtype=x.dtype) * 3
+        else:            # adversarial: extreme inputs and targets, one sign per neighbour
+            sgn = 1.0 if (r // 2) % 2 == 0 else -1.0
+            xs[r, idx] = sgn * adversarial_scale * torch.ones(k, d, dtype=x.dtype)
+            ys[r, idx] = -sgn * 10 * adversarial_scale * torch.ones(k, dtype=x.dtype)
+    return xs, ys
+
+
+CASES = [
+    ("linear-full-ibp", (1, 1), "ibp", None, 0.3, 1.0),
+    ("linear-full-crown", (1, 1), "crown", None, 0.3, 1.0),
+    ("linear2d-sgd-crown", (2, 1), "crown", 8, 0.1, 0.1),
+    ("mlp-full-ibp", (3, 8, 1), "ibp", None, 0.05, 0.1),
+    ("mlp-sgd-ibp", (3, 6, 1), "ibp", 10, 0.05, 0.2),
+]
+
+
+@pytest.mark.parametrize("name,widths,cert,bs,lr,clip", CASES, ids=[c[0] for c in CASES])
+def test_envelopes_contain_retrained_neighbours(name, widths, cert, bs, lr, clip):
+    gen = torch.Generator().manual_seed(11)
+    n = 40
+    m = ModelSpec(widths, "mse")
+    x = torch.rand(n, widths[0], generator=gen, dtype=torch.float64) * 2 - 1
+    y = x.sum(1) * 1.5 + 0.5 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    s = TrainSettings(steps=12, lr=lr, clip=clip, batch_size=bs, seed=3)
+    plan = batch_plan(n, s)
+    th0 = m.init(4)
+    ks = [1, 2, 3, 5, 8]
+    env = run_agt(m, th0, x, y, s, ks, certificate=get_certificate(cert), progress=False)
+    assert torch.allclose(env.nominal, train(m, th0, x, y, s))
+    xtest = torch.rand(25, widths[0], generator=gen, dtype=torch.float64) * 2 - 1
+    out = output_bounds(m, env.box, xtest)
+    pred = m.forward(env.nominal, xtest)
+    sc = staircase(out.lo, out.hi, pred, env.k_values, n_total=n, global_sensitivity=torch.full((25,), 1e9))
+    for j, k in enumerate(ks):
+        xs, ys = neighbours(x, y, k, R, gen, plan)
+        tht = train(m, th0.expand(R, -1), xs, ys, s)
+        inside = env.contains(tht)[:, j]
+        assert bool(inside.all()), f"{int((~inside).sum())} of {R} neighbours at k={k} escape T_k"
+        # the prediction change of a dataset at distance k is bounded by d(x, k-1)
+        change = (m.forward(tht, xtest) - pred).abs().squeeze(-1)       # [R, n_test]
+        col = sc.k.tolist().index(k - 1) if (k - 1) in sc.k.tolist() else None
+        bound = sc.a_bar[:, col] if col is not None else None
+        if bound is not None:
+            assert bool((change <= bound + 1e-12).all())
+
+
+def test_crown_step_is_never_wider_than_ibp_on_linear_regression():
+    gen = torch.Generator().manual_seed(0)
+    m = ModelSpec((2, 1), "mse")
+    x = torch.rand(200, 2, generator=gen, dtype=torch.float64) * 2 - 1
+    y = x @ torch.tensor([2.0, -1.0], dtype=torch.float64) + 1
+    for bs in (None, 16):
+        s = TrainSettings(steps=15, lr=0.2, clip=0.5, batch_size=bs, seed=1)
+        a = run_agt(m, m.init(0), x, y, s, [1, 4, 16], certificate=get_certificate("ibp"), progress=False)
+        b = run_agt(m, m.init(0), x, y, s, [1, 4, 16], certificate=get_certificate("crown"), progress=False)
+        assert bool((b.widths() <= a.widths() * (1 + 1e-9) + 1e-12).all())
