@@ -32,13 +32,15 @@ class Experiment:
     seed: int
 
 
-def build_experiment(cfg: dict) -> Experiment:
+def build_experiment(cfg: dict, *, privacy_parser=None) -> Experiment:
+    """``privacy_parser`` reads the ``privacy:`` section (default: the prediction releases'
+    :func:`privacy_settings`; ``certdp ags`` passes its own for parameter releases)."""
     seed = int(cfg.get("seed", 0))
     dcfg = dict(cfg.get("dataset") or {})
     ms = model_settings(cfg.get("model") or {}, dcfg)
     tr = train_settings(cfg.get("train") or {}, seed)
     sc = staircase_settings(cfg.get("staircase") or {})
-    pv = privacy_settings(cfg.get("privacy") or {})
+    pv = (privacy_parser or privacy_settings)(cfg.get("privacy") or {})
     cert = dict(cfg.get("certificate") or {"name": "ibp"})
     from certdp.bounds import get_certificate
     get_certificate(cert.get("name", "ibp"), **{k: v for k, v in cert.items() if k != "name"})
