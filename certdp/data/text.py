@@ -1,0 +1,305 @@
+"""Text datasets ``imdb`` and ``sst2``: real reviews / sentences -> sentence encoder -> PCA-8.
+
+Neither is on a package registry, so the files come from (first found wins):
+
+  (a) ``dataset.path=FOLDER`` holding the files below,
+  (b) ``$CERTDP_DATA_DIR/imdb/`` and ``$CERTDP_DATA_DIR/sst2/`` (e.g. the project's ``shared/data``),
+  (c) the cache (``$CERTDP_CACHE``, default ``~/.cache/certdp``), filled by (d),
+  (d) the HF ``datasets`` library (``stanfordnlp/imdb``, ``nyu-mll/glue`` sst2) when it is
+      installed and a network exists; the rows are written once into the cache in the formats
+      below.  ``CERTDP_OFFLINE=1`` forbids it.
+
+Formats (as in ``shared/data/README.md``):
+
+* IMDB: ``train.csv.gz``, ``test.csv.gz``: gzip CSV (UTF-8) with header ``text,label``; label 1 =
+  positive.  The official aclImdb 25,000 / 25,000 split.
+* SST-2: ``train.tsv`` (67,349 rows), ``dev.tsv`` (872 rows): the GLUE files, header
+  ``sentence\\tlabel``, one ``<sentence>\\t<label>`` per line, no quoting.
+
+Splits (deterministic from ``split_seed``, by default the run seed):
+
+* IMDB: the 25,000 training reviews are permuted: 20,000 private, 5,000 public; the 25,000 test
+  reviews are the test set.
+* SST-2: 5,000 of the 67,349 training sentences are held out as the test set, the other 62,349
+  are private; the 872 GLUE dev sentences are the public set (the GLUE test labels are not
+  public).
+
+Subsets (``n_private``, ``n_public``, ``n_test``) and truncation (``max_chars`` before the
+encoder, ``max_seq_length`` tokens inside it) make CPU runs affordable: the encoder dominates
+(see :mod:`certdp.data.encoders`).  Embeddings of a source file are cached once per encoder and
+reused by every seed and split; features are PCA-``pca_dim`` fitted on the public embeddings
+only, standardised with public statistics.
+
+The reference copies' SHA-256 are in :data:`REFERENCE_SHA256`; a user's own copy is trusted and
+``info["matches_reference"]`` says whether it is byte-identical.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib.util
+import io
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from certdp.data import Dataset, register
+from certdp.data.features import binary_labels, public_features
+from certdp.data.sources import DataFile, DataUnavailable, cache_dir, is_offline, locate, sha256_of
+from certdp.errors import ConfigError
+
+log = logging.getLogger("certdp")
+
+FILES: dict[str, dict[str, DataFile]] = {
+    "imdb": {"train": DataFile("imdb", "imdb/train.csv.gz", hf="stanfordnlp/imdb:train"),
+             "test": DataFile("imdb", "imdb/test.csv.gz", hf="stanfordnlp/imdb:test")},
+    "sst2": {"train": DataFile("sst2", "sst2/train.tsv", hf="nyu-mll/glue:sst2:train"),
+             "dev": DataFile("sst2", "sst2/dev.tsv", hf="nyu-mll/glue:sst2:validation")},
+}
+REFERENCE_SHA256 = {
+    "imdb/train.csv.gz": "88f1be071c27b7e86720fe72a76422d3a13d588aa638ac6d80b664c1a5a8a758",
+    "imdb/test.csv.gz": "2118d1a372e34228def776adf11a81c88ffb924db427cb0f2e1eb0e9dca9f611",
+    "sst2/train.tsv": "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+    "sst2/dev.tsv": "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
+}
+FORMATS = {"imdb": "train.csv.gz, test.csv.gz (gzip CSV text,label)",
+           "sst2": "train.tsv, dev.tsv (GLUE sentence<TAB>label)"}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading and writing the two formats
+
+def read_imdb_csv(path) -> tuple[list[str], np.ndarray]:
+    df = pd.read_csv(path, dtype={"text": str}, keep_default_na=False, compression="infer")
+    if list(df.columns) != ["text", "label"]:
+        raise DataUnavailable(f"dataset 'imdb': {path} must have the header text,label (got {','.join(map(str, df.columns))})")
+    return df["text"].tolist(), _labels01(df["label"].to_numpy(), path)
+
+
+def read_sst2_tsv(path) -> tuple[list[str], np.ndarray]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].split("\t") != ["sentence", "label"]:
+        raise DataUnavailable(f"dataset 'sst2': {path} must start with the header sentence<TAB>label")
+    rows = [ln.rsplit("\t", 1) for ln in lines[1:] if ln]
+    if any(len(r) != 2 for r in rows):
+        raise DataUnavailable(f"dataset 'sst2': {path} has a row without a tab-separated label")
+    return [r[0] for r in rows], _labels01(np.array([r[1] for r in rows]), path)
+
+
+def _labels01(raw: np.ndarray, path) -> np.ndarray:
+    try:
+        y = np.asarray(raw).astype(np.int64)
+    except ValueError:
+        raise DataUnavailable(f"{path}: labels must be 0 or 1")
+    if not np.isin(y, (0, 1)).all():
+        raise DataUnavailable(f"{path}: labels must be 0 or 1")
+    return y
+
+
+def write_text_file(df: DataFile, texts: list[str], labels, dest: Path) -> Path:
+    """Write rows in the dataset's format (atomically), e.g. from the HF route."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    if dest.name.endswith(".csv.gz"):
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["text", "label"])
+        w.writerows(zip(texts, (int(v) for v in labels)))
+        with gzip.GzipFile(tmp, "wb", compresslevel=9, mtime=0) as f:
+            f.write(buf.getvalue().encode("utf-8"))
+    else:
+        body = "".join(f"{t.replace(chr(9), ' ').replace(chr(10), ' ')}\t{int(v)}\n" for t, v in zip(texts, labels))
+        tmp.write_text("sentence\tlabel\n" + body, encoding="utf-8")
+    os.replace(tmp, dest)
+    return dest
+
+
+# --------------------------------------------------------------------------------------------
+# Where the files come from
+
+def _routes(name: str) -> str:
+    hf = ", ".join(sorted({f.hf.split(":")[0] for f in FILES[name].values()}))
+    return (f"set dataset.path=FOLDER holding {FORMATS[name]}; or put them in $CERTDP_DATA_DIR/{name}/; "
+            f"or `pip install datasets` and allow network access to the HF hub ({hf})")
+
+
+def _fetch_hf(df: DataFile) -> Path:
+    import datasets  # noqa: WPS433 (optional, only for this route)
+
+    repo, *rest = df.hf.split(":")
+    config, split = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
+    try:
+        ds = datasets.load_dataset(repo, config, split=split)
+        text_col = "text" if "text" in ds.column_names else "sentence"
+        texts, labels = list(ds[text_col]), list(ds["label"])
+    except Exception as e:  # any network / hub failure becomes the one-line message
+        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise DataUnavailable(f"dataset '{df.key}': HF datasets {repo} failed ({msg}); {_routes(df.key)}")
+    return write_text_file(df, texts, labels, cache_dir() / df.relpath)
+
+
+def text_file(df: DataFile, folder: str | None = None) -> tuple[Path, str]:
+    """(local path, route) of one text-dataset file; see the module docstring for the order."""
+    path, route = locate(df, folder)
+    if path is not None:
+        return path, route
+    if route == "path":
+        raise DataUnavailable(f"dataset '{df.key}': dataset.path={folder} has no {Path(df.relpath).name} "
+                              f"(expected {FORMATS[df.key]})")
+    if is_offline():
+        raise DataUnavailable(f"dataset '{df.key}' not found (offline: CERTDP_OFFLINE=1): {_routes(df.key)}")
+    if importlib.util.find_spec("datasets") is None:
+        raise DataUnavailable(f"dataset '{df.key}' not found: {_routes(df.key)}")
+    return _fetch_hf(df), "hf"
+
+
+# --------------------------------------------------------------------------------------------
+# Splits of the raw texts (also what the hybrid method fine-tunes on)
+
+@dataclass(frozen=True)
+class TextPart:
+    source: str                 # which file split ("train", "test", "dev")
+    index: np.ndarray           # rows of that file, in the order of the part
+    texts: list[str]
+    y01: np.ndarray             # 0 = negative, 1 = positive
+
+
+@dataclass(frozen=True)
+class TextSplits:
+    name: str
+    private: TextPart
+    public: TextPart
+    test: TextPart
+    info: dict = field(default_factory=dict)
+
+
+def _count(cfg: dict, key: str, default: int, upper: int) -> int:
+    v = cfg.get(key)
+    v = default if v is None else int(v)
+    if not 0 < v <= upper:
+        raise ConfigError(f"dataset.{key}", f"must be in (0, {upper}] (got {v})")
+    return v
+
+
+def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
+    """Raw texts of ``imdb`` or ``sst2`` split into private / public / test (see the module
+    docstring), subsets and ``max_chars`` applied."""
+    if name not in FILES:
+        raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
+    raw, info = {}, {"files": {}}
+    for split, df in FILES[name].items():
+        p, route = text_file(df, cfg.get("path"))
+        raw[split] = read_imdb_csv(p) if name == "imdb" else read_sst2_tsv(p)
+        ref = REFERENCE_SHA256.get(df.relpath)
+        info["files"][split] = {"path": str(p), "route": route, "rows": len(raw[split][0]),
+                                "matches_reference": (sha256_of(p) == ref) if ref else None}
+    split_seed = int(cfg.get("split_seed") if cfg.get("split_seed") is not None else seed)
+    rng = np.random.default_rng(split_seed)
+    if name == "imdb":
+        n_tr, n_te = len(raw["train"][0]), len(raw["test"][0])
+        n_private = _count(cfg, "n_private", min(20000, n_tr - 1), n_tr - 1)
+        n_public = _count(cfg, "n_public", min(5000, n_tr - n_private), n_tr - n_private)
+        perm = rng.permutation(n_tr)
+        idx = {"private": ("train", perm[:n_private]), "public": ("train", perm[n_private:n_private + n_public])}
+        n_test = _count(cfg, "n_test", n_te, n_te)
+        idx["test"] = ("test", np.sort(rng.permutation(n_te)[:n_test]) if n_test < n_te else np.arange(n_te))
+    else:
+        n_tr, n_dev = len(raw["train"][0]), len(raw["dev"][0])
+        n_test = _count(cfg, "n_test", min(5000, n_tr - 1), n_tr - 1)
+        n_private = _count(cfg, "n_private", n_tr - n_test, n_tr - n_test)
+        perm = rng.permutation(n_tr)
+        idx = {"test": ("train", perm[:n_test]), "private": ("train", perm[n_test:n_test + n_private])}
+        n_public = _count(cfg, "n_public", n_dev, n_dev)
+        idx["public"] = ("dev", np.sort(rng.permutation(n_dev)[:n_public]) if n_public < n_dev else np.arange(n_dev))
+    max_chars = cfg.get("max_chars")
+    if max_chars is not None and int(max_chars) < 1:
+        raise ConfigError("dataset.max_chars", f"must be a positive number of characters or null (got {max_chars})")
+
+    def part(key):
+        src, ix = idx[key]
+        texts, y = raw[src]
+        ts = [texts[i] for i in ix]
+        if max_chars:
+            ts = [t[:int(max_chars)] for t in ts]
+        return TextPart(src, np.asarray(ix), ts, y[ix])
+
+    info.update({"split_seed": split_seed, "max_chars": max_chars})
+    return TextSplits(name, part("private"), part("public"), part("test"), info)
+
+
+# --------------------------------------------------------------------------------------------
+# Texts -> features
+
+def embed_parts(splits: TextSplits, encoder, *, progress: bool | None = None) -> dict[str, np.ndarray]:
+    """Embeddings of the three parts.  Each source file is embedded once, in file order, over
+    the rows any part uses (all of them for the paper splits), so the cache is shared by every
+    seed; the parts are then gathered from it."""
+    from certdp.data.encoders import embed, estimate_hours
+
+    parts = {"private": splits.private, "public": splits.public, "test": splits.test}
+    by_src: dict[str, np.ndarray] = {}
+    for p in parts.values():
+        by_src[p.source] = np.union1d(by_src.get(p.source, np.array([], np.int64)), p.index).astype(np.int64)
+    out = {}
+    for src, rows in by_src.items():
+        texts_by_row = {}
+        for p in parts.values():
+            if p.source == src:
+                texts_by_row.update(zip(p.index.tolist(), p.texts))
+        texts = [texts_by_row[r] for r in rows.tolist()]
+        hours = estimate_hours(getattr(encoder, "name", ""), texts)
+        if hours > 0.05:
+            log.warning("embedding %d %s/%s texts with %s: about %.1f h on a 2-core CPU if none are cached "
+                        "(cached in chunks, resumable; shorten with dataset.encoder=minilm, dataset.max_seq_length, "
+                        "dataset.max_chars or dataset.n_private)", len(texts), splits.name, src, encoder.tag, hours)
+        emb = embed(texts, encoder, dataset=splits.name, split=src, progress=progress)
+        pos = {r: i for i, r in enumerate(rows.tolist())}
+        for key, p in parts.items():
+            if p.source == src:
+                out[key] = emb[[pos[r] for r in p.index.tolist()]]
+    return out
+
+
+def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
+    """The text dataset as features: encoder embeddings -> PCA fitted on the public part."""
+    try:
+        splits = load_texts(name, cfg, seed)
+        if encoder is None:
+            from certdp.data.encoders import load_encoder
+            encoder = load_encoder(cfg)
+    except DataUnavailable as e:
+        raise ConfigError("dataset", str(e))
+    emb = embed_parts(splits, encoder, progress=cfg.get("progress"))
+    (xp, xtr, xte), finfo = public_features(cfg, emb["public"], emb["private"], emb["test"], default_dim=8)
+    task, ytr, n_classes = binary_labels(splits.private.y01, cfg)
+    _, yp, _ = binary_labels(splits.public.y01, cfg)
+    _, yte, _ = binary_labels(splits.test.y01, cfg)
+    info = {**splits.info, "encoder": encoder.tag, "embedding_dim": int(emb["public"].shape[1]),
+            "n_private": len(ytr), "n_public": len(yp), "n_test": len(yte),
+            "labels": "positive = +1 (binary) / 1 (multiclass)", **finfo}
+    return Dataset(name, task, xtr, ytr, xte, yte, x_public=xp, y_public=yp, n_classes=n_classes, info=info)
+
+
+def _files(name):
+    def files(cfg: dict) -> list:
+        from certdp.data.encoders import MODELS
+        enc = MODELS.get((cfg or {}).get("encoder", "mpnet"))
+        return list(FILES[name].values()) + ([enc] if enc is not None else [])
+    return files
+
+
+@register("imdb", task="binary", files=_files("imdb"),
+          summary="IMDB reviews: 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public")
+def load_imdb(cfg: dict, seed: int) -> Dataset:
+    return text_dataset("imdb", cfg, seed)
+
+
+@register("sst2", task="binary", files=_files("sst2"),
+          summary="SST-2 sentences: 62,349 private / 872 public (GLUE dev) / 5,000 test; sentence encoder + PCA-8 on public")
+def load_sst2(cfg: dict, seed: int) -> Dataset:
+    return text_dataset("sst2", cfg, seed)
