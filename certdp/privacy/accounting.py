@@ -1,0 +1,251 @@
+"""Privacy accounting: amplification by subsampling and composition of several releases.
+
+Adjacency everywhere is *substitution* of one record in a dataset of fixed size (d(D, D') = 1),
+the paper's relation.  Budgets are (epsilon, delta) pairs with epsilon in nats (>= 0) and delta a
+probability in [0, 1); "pure" means delta = 0.  Every function is keyword-only, validates its
+input (``ValueError``) and returns plain floats.
+
+Amplification (paper Lemma 3.1; Balle, Barthe, Gaboardi 2018, Theorem 9).  Running an
+(eps_b, delta_b)-DP mechanism on a uniformly random subset of m of the N records (sampling
+without replacement, q = m/N, the subset kept secret) is
+
+    ( ln(1 + q (e^eps_b - 1)),  q delta_b )-DP                     (:func:`amplify_wor`)
+
+with respect to the full dataset under substitution.  Inverting it, a target (eps, delta) is met
+by eps_b = ln(1 + (e^eps - 1)/q), delta_b = delta/q (:func:`base_budget_wor`); delta_b must stay
+below 1 for the base mechanism to mean anything.
+
+Composition of n releases, each (eps0, delta0)-DP (adaptively chosen):
+
+* basic:    (n eps0, n delta0)                                       (:func:`compose_basic`)
+* advanced: (eps0 sqrt(2 n ln(1/delta')) + n eps0 (e^eps0 - 1), n delta0 + delta')
+            for any delta' > 0 (Dwork, Rothblum, Vadhan 2010)         (:func:`compose_advanced`)
+* optimal:  the exact privacy profile of the n-fold composition (Kairouz, Oh, Viswanath 2015,
+            Theorem 3.3, in the continuous form of Murtagh & Vadhan 2016): the composition is
+            (eps, delta)-DP iff  delta >= 1 - (1 - delta0)^n (1 - delta_hom(eps)),
+
+                delta_hom(eps) = sum_{l=0}^{n} Binom(l; n, 1/(1+e^eps0)) [1 - e^{eps - (n-2l) eps0}]_+ ,
+
+            i.e. the hockey-stick divergence of n-fold randomised response, whose privacy loss is
+            (n - 2l) eps0 with l ~ Binomial(n, 1/(1+e^eps0)).  At eps = (n - 2i) eps0 this is
+            Kairouz et al.'s delta_i.  :func:`compose_optimal` returns the smallest such eps,
+            :func:`optimal_per_release_epsilon` the largest eps0 whose composition fits a total.
+* numerical: n Laplace releases composed with privacy-loss distributions (``dp_accounting``'s
+            PLD accountant, pessimistic discretisation: the epsilon it returns is an upper bound)
+            (:func:`pld_laplace_epsilon`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _check_eps(name: str, v: float, *, allow_zero: bool = True) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number (got {v!r})")
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0 (got {v})")
+    return v
+
+
+def _check_delta(name: str, v: float, *, allow_zero: bool = True) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number (got {v!r})")
+    if not (0 <= v < 1) or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be in {'[0' if allow_zero else '(0'}, 1) (got {v})")
+    return v
+
+
+def _check_n(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (the number of composed releases) must be an integer >= 1 (got {n!r})")
+    return int(n)
+
+
+def _check_q(q: float) -> float:
+    try:
+        q = float(q)
+    except (TypeError, ValueError):
+        raise ValueError(f"q must be a number in (0, 1] (got {q!r})")
+    if not 0 < q <= 1:
+        raise ValueError(f"q (the sampling fraction m/N) must be in (0, 1] (got {q})")
+    return q
+
+
+# ------------------------------------------------------------------ amplification (Lemma 3.1)
+
+def amplify_wor(*, epsilon_base: float, delta_base: float = 0.0, q: float) -> tuple[float, float]:
+    """Guarantee of an (eps_b, delta_b)-DP mechanism run on a secret uniformly random subset of
+    m = qN records (without replacement), w.r.t. the full dataset under substitution:
+    ``(ln(1 + q (e^eps_b - 1)), q delta_b)`` (paper Lemma 3.1)."""
+    eb = _check_eps("epsilon_base", epsilon_base)
+    db = _check_delta("delta_base", delta_base)
+    q = _check_q(q)
+    return math.log1p(q * math.expm1(eb)), q * db
+
+
+def base_budget_wor(*, epsilon: float, delta: float = 0.0, q: float) -> tuple[float, float]:
+    """Base budget (eps_b, delta_b) that a mechanism on a q-subsample may spend so that the
+    subsampled mechanism is (eps, delta)-DP: ``eps_b = ln(1 + (e^eps - 1)/q)``,
+    ``delta_b = delta/q`` (the inverse of :func:`amplify_wor`).  Raises ``ValueError`` when
+    delta/q >= 1, where no base mechanism can be calibrated."""
+    e = _check_eps("epsilon", epsilon)
+    d = _check_delta("delta", delta)
+    q = _check_q(q)
+    db = d / q
+    if db >= 1:
+        raise ValueError(f"delta/q = {d:g}/{q:g} = {db:g} >= 1: the amplified base budget is meaningless; "
+                         "use fewer shards (larger q) or a smaller delta")
+    # log1p(expm1(e)/q) loses nothing for small e; for large e use e + log(1/q) + log1p(...)
+    x = math.expm1(e) / q if e < 700 else math.inf
+    eb = math.log1p(x) if math.isfinite(x) else e - math.log(q)
+    return eb, db
+
+
+# ------------------------------------------------------------------ composition
+
+def compose_basic(*, epsilon: float, delta: float = 0.0, n: int) -> tuple[float, float]:
+    """Basic composition of n (eps0, delta0)-DP releases: ``(n eps0, n delta0)`` (delta capped
+    at 1)."""
+    e = _check_eps("epsilon", epsilon)
+    d = _check_delta("delta", delta)
+    n = _check_n(n)
+    return n * e, min(1.0, n * d)
+
+
+def compose_advanced(*, epsilon: float, delta: float = 0.0, n: int, delta_prime: float) -> tuple[float, float]:
+    """Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth Thm 3.20): n adaptive
+    (eps0, delta0)-DP releases are
+    ``(eps0 sqrt(2 n ln(1/delta')) + n eps0 (e^eps0 - 1),  n delta0 + delta')``-DP for any
+    delta' in (0, 1)."""
+    e = _check_eps("epsilon", epsilon)
+    d = _check_delta("delta", delta)
+    n = _check_n(n)
+    dp = _check_delta("delta_prime", delta_prime, allow_zero=False)
+    eps = e * math.sqrt(2 * n * math.log(1 / dp)) + n * e * math.expm1(e)
+    return eps, min(1.0, n * d + dp)
+
+
+def _log_binom_pmf(n: int, p_flip: float) -> np.ndarray:
+    from scipy.special import gammaln
+    l = np.arange(n + 1, dtype=np.float64)
+    return (gammaln(n + 1) - gammaln(l + 1) - gammaln(n - l + 1)
+            + l * math.log(p_flip) + (n - l) * math.log1p(-p_flip))
+
+
+def optimal_delta(*, epsilon0: float, delta0: float = 0.0, n: int, epsilon: float) -> float:
+    """The smallest delta such that every n-fold composition of (eps0, delta0)-DP mechanisms is
+    (eps, delta)-DP (Kairouz, Oh, Viswanath 2015, Theorem 3.3; exact, attained by randomised
+    response): ``1 - (1 - delta0)^n (1 - delta_hom(eps))``."""
+    e0 = _check_eps("epsilon0", epsilon0)
+    d0 = _check_delta("delta0", delta0)
+    n = _check_n(n)
+    e = _check_eps("epsilon", epsilon)
+    return 1.0 - (1.0 - d0) ** n * (1.0 - _delta_hom(e0, n, e))
+
+
+def _delta_hom(e0: float, n: int, eps: float) -> float:
+    if e0 == 0:
+        return 0.0
+    # flip probability of randomised response, computed stably for large eps0
+    p_flip = math.exp(-e0 - math.log1p(math.exp(-e0))) if e0 > 0 else 0.5
+    logw = _log_binom_pmf(n, p_flip)
+    loss = (n - 2 * np.arange(n + 1)) * e0
+    pos = loss > eps
+    if not pos.any():
+        return 0.0
+    w = np.exp(logw[pos])
+    return float(np.sum(w * -np.expm1(eps - loss[pos])))
+
+
+def compose_optimal(*, epsilon: float, delta: float = 0.0, n: int, target_delta: float) -> float:
+    """Optimal homogeneous composition: the smallest eps such that n adaptive (eps0, delta0)-DP
+    releases (eps0 = ``epsilon``, delta0 = ``delta``) are (eps, target_delta)-DP (Kairouz, Oh,
+    Viswanath 2015, Theorem 3.3 -- exact, so never larger than the basic or advanced bound).
+
+    Raises ``ValueError`` if target_delta < 1 - (1 - delta0)^n, which no eps can reach."""
+    e0 = _check_eps("epsilon", epsilon)
+    d0 = _check_delta("delta", delta)
+    n = _check_n(n)
+    td = _check_delta("target_delta", target_delta)
+    floor = 1.0 - (1.0 - d0) ** n
+    if td < floor - 1e-15:
+        raise ValueError(f"target_delta={td:g} is below 1-(1-delta0)^n = {floor:g}: unreachable at any epsilon")
+    # delta_hom(eps) must be <= 1 - (1 - td)/(1 - d0)^n =: h (decreasing in eps, 0 at n*eps0)
+    h = 1.0 - (1.0 - td) / (1.0 - d0) ** n
+    if h <= 0:
+        return n * e0
+    if _delta_hom(e0, n, 0.0) <= h:
+        return 0.0
+    # delta_hom is continuous and decreasing in eps: bisection, returning the upper end (whose
+    # delta_hom <= h), so the epsilon reported is always a valid guarantee.
+    lo, hi = 0.0, n * e0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _delta_hom(e0, n, mid) > h:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * max(1.0, hi):
+            break
+    return hi
+
+
+def optimal_per_release_epsilon(*, epsilon: float, delta: float, n: int, delta0: float = 0.0) -> float:
+    """Inverse of :func:`compose_optimal`: the largest per-release eps0 such that n adaptive
+    (eps0, delta0)-DP releases are (eps, delta)-DP under optimal composition (bisection on the
+    monotone map eps0 -> compose_optimal; the result is rounded down, so it is always safe).
+    At least eps/n (basic composition) whenever delta >= 1 - (1 - delta0)^n."""
+    e = _check_eps("epsilon", epsilon, allow_zero=False)
+    d = _check_delta("delta", delta)
+    n = _check_n(n)
+    d0 = _check_delta("delta0", delta0)
+    if d < 1.0 - (1.0 - d0) ** n - 1e-15:
+        raise ValueError(f"delta={d:g} is below 1-(1-delta0)^n = {1.0 - (1.0 - d0) ** n:g}: no eps0 fits")
+
+    def fits(e0: float) -> bool:
+        return compose_optimal(epsilon=e0, delta=d0, n=n, target_delta=d) <= e
+
+    lo = e / n                       # basic composition always fits
+    hi = max(e, lo) * 2
+    while fits(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1e6:
+            return lo
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo
+
+
+def pld_laplace_epsilon(*, scale: float, n: int, delta: float, sensitivity: float = 1.0,
+                        discretization: float = 1e-4) -> float:
+    """Epsilon of n composed Laplace releases (noise scale ``scale`` on a query of l1 sensitivity
+    ``sensitivity`` under substitution) at the given delta, by numerical composition of
+    privacy-loss distributions (``dp_accounting`` PLD accountant).
+
+    The Laplace PLD depends only on the ratio scale/sensitivity (the dominating pair is
+    Lap(0, b) vs Lap(Delta, b)), so the accountant's add/remove-one Laplace event with noise
+    multiplier scale/sensitivity is exactly the substitution mechanism.  The accountant's
+    discretisation is pessimistic: the epsilon returned is an upper bound (for delta = 0 with
+    eps0 = sensitivity/scale it is at most n * eps0 plus the discretisation error)."""
+    b = _check_eps("scale", scale, allow_zero=False)
+    s = _check_eps("sensitivity", sensitivity, allow_zero=False)
+    n = _check_n(n)
+    d = _check_delta("delta", delta)
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=float(discretization))
+    acc.compose(dp_event.LaplaceDpEvent(noise_multiplier=b / s), n)
+    return float(acc.get_epsilon(d))
