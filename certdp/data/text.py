@@ -158,6 +158,28 @@ def text_file(df: DataFile, folder: str | None = None) -> tuple[Path, str]:
     return _fetch_hf(df), "hf"
 
 
+def read_sources(name: str, cfg: dict) -> tuple[dict[str, tuple[list[str], np.ndarray]], dict]:
+    """The whole files of ``imdb`` (train, test) or ``sst2`` (train, dev) as (texts, 0/1 labels),
+    in file order, through the routes of the module docstring; and where each came from."""
+    if name not in FILES:
+        raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
+    raw, files = {}, {}
+    for split, df in FILES[name].items():
+        p, route = text_file(df, cfg.get("path"))
+        raw[split] = read_imdb_csv(p) if name == "imdb" else read_sst2_tsv(p)
+        ref = REFERENCE_SHA256.get(df.relpath)
+        files[split] = {"path": str(p), "route": route, "rows": len(raw[split][0]),
+                        "matches_reference": (sha256_of(p) == ref) if ref else None}
+    return raw, files
+
+
+def sst2_splits(cfg: dict) -> tuple[tuple[list[str], np.ndarray], tuple[list[str], np.ndarray]]:
+    """GLUE SST-2 ``(train texts, labels), (dev texts, labels)`` in file order (labels 0/1),
+    for methods that split and encode the sentences themselves (the hybrid)."""
+    raw, _ = read_sources("sst2", cfg)
+    return raw["train"], raw["dev"]
+
+
 # --------------------------------------------------------------------------------------------
 # Splits of the raw texts (also what the hybrid method fine-tunes on)
 
@@ -189,15 +211,8 @@ def _count(cfg: dict, key: str, default: int, upper: int) -> int:
 def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
     """Raw texts of ``imdb`` or ``sst2`` split into private / public / test (see the module
     docstring), subsets and ``max_chars`` applied."""
-    if name not in FILES:
-        raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
-    raw, info = {}, {"files": {}}
-    for split, df in FILES[name].items():
-        p, route = text_file(df, cfg.get("path"))
-        raw[split] = read_imdb_csv(p) if name == "imdb" else read_sst2_tsv(p)
-        ref = REFERENCE_SHA256.get(df.relpath)
-        info["files"][split] = {"path": str(p), "route": route, "rows": len(raw[split][0]),
-                                "matches_reference": (sha256_of(p) == ref) if ref else None}
+    raw, files = read_sources(name, cfg)
+    info = {"files": files}
     split_seed = int(cfg.get("split_seed") if cfg.get("split_seed") is not None else seed)
     rng = np.random.default_rng(split_seed)
     if name == "imdb":
