@@ -62,10 +62,13 @@ class Encoder(Protocol):
 
 
 class SentenceEncoder:
-    """A sentence-transformers model read from a local folder, on the CPU, offline."""
+    """A sentence-transformers model read from a local folder, offline, on ``device`` (``cpu``,
+    ``cuda``, or ``auto``: a GPU when torch sees one; the cache key does not depend on it)."""
 
-    def __init__(self, name: str, folder: Path, *, max_seq_length: int | None = None, batch_size: int = 32):
+    def __init__(self, name: str, folder: Path, *, max_seq_length: int | None = None, batch_size: int = 32,
+                 device: str = "cpu"):
         self.name, self.folder, self.batch_size = name, Path(folder), int(batch_size)
+        self.device = device
         self.dim = DIMS.get(name, 0)
         self.max_seq_length = max_seq_length
         self.tag = f"{name}-len{max_seq_length or 'default'}"
@@ -80,7 +83,11 @@ class SentenceEncoder:
             except ImportError:
                 raise ConfigError("dataset.encoder", "sentence encoders need the optional extra: pip install 'certdp[text]' "
                                                      "(sentence-transformers)")
-            self._model = SentenceTransformer(str(self.folder), device="cpu", local_files_only=True)
+            device = self.device
+            if device == "auto":
+                import torch
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._model = SentenceTransformer(str(self.folder), device=device, local_files_only=True)
             if self.max_seq_length:
                 self._model.max_seq_length = int(self.max_seq_length)
             get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
@@ -102,8 +109,11 @@ def load_encoder(cfg: dict) -> SentenceEncoder:
     msl = cfg.get("max_seq_length")
     if msl is not None and int(msl) < 8:
         raise ConfigError("dataset.max_seq_length", f"must be >= 8 tokens or null (got {msl})")
+    device = cfg.get("device") or "auto"
+    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ConfigError("dataset.device", f"unknown device '{device}'; allowed: auto, cpu, cuda")
     folder = resolve_model(MODELS[name], cfg.get("encoder_path"))
-    return SentenceEncoder(name, folder, max_seq_length=msl, batch_size=int(cfg.get("batch_size", 32)))
+    return SentenceEncoder(name, folder, max_seq_length=msl, batch_size=int(cfg.get("batch_size", 32)), device=device)
 
 
 def texts_digest(texts: Sequence[str]) -> str:
