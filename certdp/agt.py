@@ -67,15 +67,23 @@ def _extreme_sum(v: torch.Tensor, kk: torch.Tensor, largest: bool) -> torch.Tens
     return top.gather(-1, idx).squeeze(-1)
 
 
-def aggregate_batch(g: Interval, ks: torch.Tensor, clip: float) -> Interval:
+def aggregate_batch(g: Interval, ks: torch.Tensor, clip: float, mode: str = "topk") -> Interval:
     """Bounds [K, P] on the batch sum of clipped gradients of any dataset within k substitutions.
 
-    ``g`` holds per-sample intervals [K, P, b] (row j valid on box j); ``ks`` the radii [K]."""
+    ``g`` holds per-sample intervals [K, P, b] (row j valid on box j); ``ks`` the radii [K].
+    ``mode="topk"`` removes the exact top-k lower / bottom-k upper bounds (SEMin/SEMax);
+    ``mode="max"`` removes k times the largest lower / smallest upper bound instead, a sound
+    relaxation (sum of the top k <= k * max) that needs one pass instead of a partial sort and
+    is equal to it whenever k samples are clipped at the threshold."""
     b = g.lo.shape[-1]
     kk = ks.clamp(max=b)
     lo_sum, hi_sum = g.lo.sum(-1), g.hi.sum(-1)
-    rm_lo = _extreme_sum(g.lo, kk, largest=True)     # top-k lower bounds leave the sum
-    rm_hi = _extreme_sum(g.hi, kk, largest=False)   # bottom-k upper bounds leave the sum
+    if mode == "max":
+        kf = kk.to(lo_sum.dtype).unsqueeze(-1)
+        rm_lo, rm_hi = kf * g.lo.amax(-1), kf * g.hi.amin(-1)
+    else:
+        rm_lo = _extreme_sum(g.lo, kk, largest=True)     # top-k lower bounds leave the sum
+        rm_hi = _extreme_sum(g.hi, kk, largest=False)   # bottom-k upper bounds leave the sum
     kg = (kk.to(lo_sum.dtype) * clip).unsqueeze(-1)
     return Interval(lo_sum - rm_lo - kg, hi_sum - rm_hi + kg)
 
@@ -84,6 +92,26 @@ def _chunks(n_k: int, b: int, p: int, factor: int = 2, budget_bytes: float = 1.2
     """Radii per chunk so that ``factor`` [chunk, P, b] float64 tensors fit the budget."""
     per_radius = b * p * 8 * factor
     return max(1, min(n_k, int(budget_bytes // max(per_radius, 1))))
+
+
+def _one_step(cert, model, lo, hi, xb, yb, ks, settings, chunk):
+    """Boxes after one step for all radii (chunked over K): the engine's joint ``step_bounds``
+    where it has one, else per-sample gradient intervals aggregated with :func:`aggregate_batch`."""
+    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
+    b = xb.shape[0]
+    step_bounds = getattr(cert, "step_bounds", None)
+    new_lo, new_hi = torch.empty_like(lo), torch.empty_like(hi)
+    for s in range(0, lo.shape[0], chunk):
+        sl = slice(s, s + chunk)
+        box = Interval(lo[sl], hi[sl])
+        if step_bounds is not None:
+            nb = step_bounds(model, box, xb, yb, ks[sl], settings)
+        else:
+            g = cert.per_sample_gradient_bounds(model, box, xb, yb, gamma)
+            tot = aggregate_batch(g, ks[sl], gamma, getattr(cert, "aggregation", "topk"))
+            nb = Interval(lam * box.lo - (lr / b) * tot.hi, lam * box.hi - (lr / b) * tot.lo)
+        new_lo[sl], new_hi[sl] = nb.lo, nb.hi
+    return new_lo, new_hi
 
 
 def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
@@ -117,23 +145,23 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     b = plan.shape[1]
     chunk = _chunks(K, b, P, factor=getattr(cert, "memory_factor", 2))
     window = getattr(cert, "window_steps", None)
-    it = tqdm(step_range, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
-    for t in it:
-        xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-        g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
-        new_theta = lam * theta - lr * g_nom.mean(0)
-        step_bounds = getattr(cert, "step_bounds", None)
-        new_lo, new_hi = torch.empty_like(lo), torch.empty_like(hi)
-        for s in range(0, K, chunk):
-            sl = slice(s, s + chunk)
-            box = Interval(lo[sl], hi[sl])
-            if step_bounds is not None:
-                nb = step_bounds(model, box, xb, yb, ks[sl], settings)
-            else:
-                g = cert.per_sample_gradient_bounds(model, box, xb, yb, gamma)
-                tot = aggregate_batch(g, ks[sl], gamma)
-                nb = Interval(lam * box.lo - (lr / b) * tot.hi, lam * box.hi - (lr / b) * tot.lo)
-            new_lo[sl], new_hi[sl] = nb.lo, nb.hi
+    # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
+    # window's start (``cert.window_bounds``); every other engine goes one step at a time.
+    order = list(step_range)
+    blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
+              else [[t] for t in order])
+    it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
+    for block in it:
+        new_theta = theta
+        for t in block:
+            xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
+            g_nom = model.per_sample_grads(new_theta, xb, yb).clamp(-gamma, gamma)
+            new_theta = lam * new_theta - lr * g_nom.mean(0)
+        if window:
+            nb = cert.window_bounds(model, Interval(lo, hi), x, y, plan, block, ks, settings)
+            new_lo, new_hi = nb.lo, nb.hi
+        else:
+            new_lo, new_hi = _one_step(cert, model, lo, hi, xb, yb, ks, settings, chunk)
         nb = outward(Interval(new_lo, new_hi), rel=1e-12, abs_=1e-14)
         # T_k is valid for every radius below k as well: intersect downwards.
         lo = torch.flip(torch.cummax(torch.flip(nb.lo, [0]), 0).values, [0])
