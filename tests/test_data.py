@@ -109,7 +109,7 @@ def test_pca_is_fitted_on_public_data_only():
 
 def test_adult_official_and_paper_splits(cache):
     base = {"name": "adult", "path": str(FIX / "adult"), "n_public": 8, "features": "raw"}
-    ds = load_dataset({**base, "split": "official"}, 0)
+    ds = load_dataset({**base, "split": "official", "task": "binary"}, 0)
     # fixture: 36 + 24 rows, of which 6 + 4 have a '?'
     assert ds.info["rows_complete"] == {"adult.data": 30, "adult.test": 20}
     assert (ds.n_train, ds.x_public.shape[0], ds.x_test.shape[0]) == (30, 8, 12)
@@ -119,7 +119,7 @@ def test_adult_official_and_paper_splits(cache):
     paper = load_dataset({**base, "split": "paper", "n_private": 35, "features": "pca", "pca_dim": 4}, 0)
     assert (paper.n_train, paper.x_public.shape[0], paper.x_test.shape[0]) == (35, 8, 7)
     assert paper.n_features == 4
-    mc = load_dataset({**base, "split": "official", "task": "multiclass"}, 0)
+    mc = load_dataset({**base, "split": "official"}, 0)      # default: two classes {0, 1}
     assert mc.task == "multiclass" and mc.n_classes == 2 and set(np.unique(mc.y_train)) == {0, 1}
     with pytest.raises(ConfigError, match="dataset.split"):
         load_dataset({**base, "split": "random"}, 0)
@@ -301,7 +301,8 @@ def test_text_dataset_features_with_a_fake_encoder(cache, monkeypatch):
     enc = FakeEncoder()
     ds = text_dataset("sst2", {"n_test": 15, "pca_dim": 8}, 0, encoder=enc)
     assert (ds.n_train, ds.x_public.shape, ds.x_test.shape) == (45, (20, 8), (15, 8))
-    assert ds.task == "binary" and set(np.unique(ds.y_train)) == {-1, 1}
+    assert ds.task == "multiclass" and ds.n_classes == 2 and set(np.unique(ds.y_train)) == {0, 1}
+    assert text_dataset("sst2", {"n_test": 15, "task": "binary"}, 0, encoder=enc).task == "binary"
     assert ds.info["pca_fitted_on"] == "public" and ds.info["files"]["train"]["route"] == "CERTDP_DATA_DIR"
     assert enc.encoded == 80                                     # each text embedded once
     ds2 = text_dataset("sst2", {"n_test": 15, "pca_dim": 8}, 5, encoder=enc)   # another seed: cache reused

@@ -81,10 +81,11 @@ def public_features(cfg: dict, x_public: np.ndarray, *others: np.ndarray, defaul
 
 
 def binary_labels(y01: np.ndarray, cfg: dict) -> tuple[str, np.ndarray, int]:
-    """Code 0/1 labels for ``dataset.task``: ``binary`` -> int64 in {-1, +1} (the hinge / margin
-    convention of :class:`certdp.data.Dataset`), ``multiclass`` -> int64 in {0, 1} with two
-    classes (a softmax head).  Returns (task, y, n_classes)."""
-    task = cfg.get("task", "binary")
+    """Code 0/1 labels for ``dataset.task``: ``multiclass`` (default) -> int64 in {0, 1} with two
+    classes (the paper's logistic = softmax heads: P = 2(d+1) parameters), ``binary`` -> int64 in
+    {-1, +1} (the hinge / margin convention of :class:`certdp.data.Dataset`, one output).
+    Returns (task, y, n_classes)."""
+    task = cfg.get("task") or "multiclass"
     y = np.asarray(y01).astype(np.int64)
     if task == "binary":
         return "binary", 2 * y - 1, 2

