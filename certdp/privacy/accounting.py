@@ -238,8 +238,9 @@ def pld_laplace_epsilon(*, scale: float, n: int, delta: float, sensitivity: floa
     The Laplace PLD depends only on the ratio scale/sensitivity (the dominating pair is
     Lap(0, b) vs Lap(Delta, b)), so the accountant's add/remove-one Laplace event with noise
     multiplier scale/sensitivity is exactly the substitution mechanism.  The accountant's
-    discretisation is pessimistic: the epsilon returned is an upper bound (for delta = 0 with
-    eps0 = sensitivity/scale it is at most n * eps0 plus the discretisation error)."""
+    discretisation is pessimistic: the epsilon returned is an upper bound.  The accountant
+    truncates the loss distribution's tails (their mass counts as infinite loss), so ask for a
+    small delta > 0 rather than 0, which returns inf."""
     b = _check_eps("scale", scale, allow_zero=False)
     s = _check_eps("sensitivity", sensitivity, allow_zero=False)
     n = _check_n(n)
