@@ -147,8 +147,11 @@ class IBP:
 
     name = "ibp"
 
-    def __init__(self, **_):
-        pass
+    def __init__(self, aggregation: str = "topk", **_):
+        if aggregation not in ("topk", "max"):
+            from certdp.errors import ConfigError
+            raise ConfigError("certificate.aggregation", f"unknown '{aggregation}'; allowed: topk, max")
+        self.aggregation = aggregation
 
     def per_sample_gradient_bounds(self, model, theta, x, y, clip):
         return gradient_bounds(model, theta, x, y, clip)
