@@ -188,6 +188,50 @@ def list_cmd():
     typer.echo("commands: " + ", ".join(COMMANDS))
 
 
+@app.command("figures", context_settings=CTX)
+def figures_cmd(ctx: typer.Context,
+                list_: bool = typer.Option(False, "--list", help="List the figures and their runs, then exit."),
+                plot_only: bool = typer.Option(False, "--plot-only", help="Draw from existing runs only.")):
+    """Every paper figure: run what is missing (resume), draw outputs/figures/<name>.{png,pdf,csv}
+    and the gallery outputs/figures/index.html.  Not a Hydra command; arguments are figure
+    names and key=value settings: profile=quick|paper (default paper), jobs=N (runs at once),
+    launcher=basic|joblib|submitit_local|submitit_slurm (each run a one-job Hydra multirun;
+    hydra.launcher.*=... are passed on), out_root=DIR.
+
+    Examples:
+
+      certdp figures profile=quick
+
+      certdp figures agtr_pate agtr_gs profile=paper jobs=2
+    """
+    from certdp import figures as F
+    opts = {"profile": "paper", "jobs": "1", "launcher": "basic", "out_root": "outputs"}
+    names, launcher_args = [], []
+    for a in ctx.args:
+        if a.startswith("hydra."):
+            launcher_args.append(a)
+        elif "=" in a:
+            k, v = a.split("=", 1)
+            if k not in opts:
+                fail(f"figures: unknown setting '{k}'; allowed: {', '.join(opts)}, hydra.launcher.*")
+            opts[k] = v
+        elif a.startswith("-"):
+            fail(f"figures: unknown option '{a}'")
+        else:
+            names.append(a)
+    try:
+        if list_:
+            F.list_figures(opts["profile"], echo=typer.echo)
+            return
+        entries = F.figures(names, profile=opts["profile"], out_root=opts["out_root"], jobs=int(opts["jobs"]),
+                            launcher=opts["launcher"], launcher_args=tuple(launcher_args), plot_only=plot_only,
+                            echo=typer.echo)
+    except ValueError as e:
+        fail(str(e))
+    if any(e["missing"] for e in entries):
+        raise SystemExit(1)
+
+
 def main() -> None:
     try:
         app()

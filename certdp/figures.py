@@ -1,0 +1,409 @@
+"""``certdp figures``: every paper figure from the experiment files in ``experiments/``.
+
+An experiment file (``experiments/<name>.yaml``) names the runs one figure needs and the plot
+function that draws it::
+
+    name: agtr_pate                     # outputs/figures/agtr_pate.{png,pdf,csv}
+    label: fig:agtr_pate                # the paper's label
+    title: ...
+    caption: ...                        # the paper's caption
+    plot: agtr_pate                     # a function of certdp.plots (reads CSVs only)
+    runs:
+      - id: linear                      # how the plot refers to this run
+        command: pate                   # a certdp command
+        overrides: [dataset=linear]     # Hydra overrides, as on the command line
+        sweep: {pate.shards: [...]}     # optional: one run per point of the product
+        expect: [results, summary]      # CSVs a finished run has (default: results)
+        profiles:                       # per profile: overrides added, sweep replaced
+          quick: {overrides: [privacy.n_draws=20], sweep: {...}}
+          paper: {}
+
+Resume.  Every run is composed with Hydra's compose API first; its run directory is
+``<out_root>/<command>/<dataset>/fig-<hash>`` with ``hash`` a digest of the *resolved* config
+(without ``run``, ``out_root`` and ``progress``), so the same resolved config always lands in the
+same directory, whatever the profile or figure that asks for it.  A run is skipped when its
+``done.json`` marker and every expected CSV exist.  The runner writes its CSVs atomically and
+``done.json`` is written only after the subprocess exits 0, so an interrupted run is simply run
+again.
+
+Runs execute as subprocesses of the CLI (``python -m certdp.cli <command> ... run=fig-<hash>``),
+``jobs`` at a time; with ``launcher=joblib|submitit_local|submitit_slurm`` each run is a
+one-job Hydra multirun through that launcher (``-m hydra/launcher=...``, its output directory
+pinned to the run directory), so that ``jobs=64 launcher=submitit_slurm`` runs the grid on a
+cluster.  Then each figure is drawn (``<name>.png``, ``.pdf``, the data behind it as
+``<name>.csv``) and ``index.html`` lists them with caption, commands and run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import itertools
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from certdp.errors import ConfigError
+
+log = logging.getLogger("certdp")
+
+PROFILES = ("quick", "paper")
+LAUNCHERS = ("basic", "joblib", "submitit_local", "submitit_slurm")
+EXCLUDED_KEYS = ("run", "out_root", "progress")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def experiments_dir() -> Path:
+    d = os.environ.get("CERTDP_EXPERIMENTS_DIR")
+    return Path(d) if d else REPO_ROOT / "experiments"
+
+
+# ---------------------------------------------------------------------------- declarations
+@dataclass(frozen=True)
+class RunSpec:
+    """One certdp invocation a figure needs (already specialised to a profile)."""
+    figure: str
+    id: str                                # the plot's name for the run (shared by a sweep)
+    command: str
+    overrides: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...] = ()   # the sweep point (key, value) of this run
+    expect: tuple[str, ...] = ("results",)
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.command, *self.overrides, *(f"{k}={_fmt(v)}" for k, v in self.params)]
+
+    def label(self) -> str:
+        return self.id + ("[" + ",".join(f"{k}={_fmt(v)}" for k, v in self.params) + "]" if self.params else "")
+
+
+@dataclass
+class Experiment:
+    name: str
+    title: str
+    caption: str
+    plot: str
+    label: str = ""
+    runs: list[dict] = field(default_factory=list)
+    notes: str = ""
+    path: Path | None = None
+
+    def specs(self, profile: str) -> list[RunSpec]:
+        out = []
+        for r in self.runs:
+            prof = dict((r.get("profiles") or {}).get(profile) or {})
+            over = tuple(str(o) for o in (r.get("overrides") or [])) + tuple(str(o) for o in (prof.get("overrides") or []))
+            sweep = prof["sweep"] if "sweep" in prof else (r.get("sweep") or {})
+            expect = tuple(r.get("expect") or ("results",))
+            keys = list(sweep)
+            for combo in itertools.product(*(list(sweep[k]) for k in keys)) if keys else [()]:
+                out.append(RunSpec(self.name, str(r["id"]), str(r["command"]), over,
+                                   tuple(zip(keys, combo)), expect))
+        return out
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_fmt(x) for x in v) + "]"
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def load_experiment(path: Path) -> Experiment:
+    try:
+        d = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(Path(path).name, f"not valid YAML ({str(e).splitlines()[0]}); quote overrides with brackets: '[...]'")
+    for key in ("name", "caption", "plot", "runs"):
+        if key not in d:
+            raise ConfigError(f"{path.name}: {key}", "is required in an experiment file")
+    for r in d["runs"]:
+        for key in ("id", "command"):
+            if key not in r:
+                raise ConfigError(f"{path.name}: runs[].{key}", "is required")
+        bad = set(r.get("profiles") or {}) - set(PROFILES)
+        if bad:
+            raise ConfigError(f"{path.name}: runs[{r['id']}].profiles", f"unknown {sorted(bad)}; allowed: {', '.join(PROFILES)}")
+    return Experiment(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
+                      plot=str(d["plot"]), label=str(d.get("label", "")), runs=list(d["runs"]),
+                      notes=" ".join(str(d.get("notes", "")).split()), path=Path(path))
+
+
+def load_experiments(directory: Path | None = None) -> dict[str, Experiment]:
+    directory = Path(directory or experiments_dir())
+    exps = {}
+    for p in sorted(directory.glob("*.yaml")):
+        e = load_experiment(p)
+        exps[e.name] = e
+    return exps
+
+
+# ---------------------------------------------------------------------------- resolution
+@dataclass
+class Resolved:
+    spec: RunSpec
+    key: str
+    run_dir: Path
+    config: dict
+
+    @property
+    def done_path(self) -> Path:
+        return self.run_dir / "done.json"
+
+    def is_done(self) -> bool:
+        return self.done_path.exists() and all((self.run_dir / f"{n}.csv").exists() for n in self.spec.expect)
+
+    def done(self) -> dict:
+        try:
+            return json.loads(self.done_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+def resolve(spec: RunSpec, out_root: Path) -> Resolved:
+    """Compose the run's config with Hydra (no run) and derive its directory from the digest."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from certdp.config import config_dir
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        cfg = compose(config_name=spec.command, overrides=spec.argv[1:])
+    OmegaConf.set_struct(cfg, False)
+    for k in EXCLUDED_KEYS:
+        cfg.pop(k, None)
+    d = OmegaConf.to_container(cfg, resolve=True)
+    key = hashlib.sha256(json.dumps({"command": spec.command, "config": d}, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    dataset = str((d.get("dataset") or {}).get("name", "none"))
+    return Resolved(spec, key, Path(out_root) / spec.command / dataset / f"fig-{key}", d)
+
+
+def command_line(r: Resolved, out_root: Path, launcher: str = "basic", launcher_args: tuple[str, ...] = ()) -> list[str]:
+    argv = [sys.executable, "-m", "certdp.cli", r.spec.command]
+    if launcher != "basic":
+        argv += ["-m", f"hydra/launcher={launcher}", *launcher_args,
+                 f"hydra.sweep.dir={r.run_dir}", "hydra.sweep.subdir=."]
+    return argv + r.spec.argv[1:] + [f"out_root={out_root}", f"run=fig-{r.key}", "progress=false"]
+
+
+def display_command(r: Resolved, out_root: Path) -> str:
+    return "certdp " + " ".join(shlex.quote(a) for a in r.spec.argv) + f" out_root={out_root} run=fig-{r.key}"
+
+
+# ---------------------------------------------------------------------------- execution
+def execute(r: Resolved, out_root: Path, *, launcher: str = "basic", launcher_args: tuple[str, ...] = (),
+            echo=print) -> dict:
+    """Run one resolved spec as a subprocess; write ``done.json`` on success."""
+    from certdp import results
+    argv = command_line(r, out_root, launcher, launcher_args)
+    r.run_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    echo(f"[figures] run  {r.spec.figure}:{r.spec.label()}  -> {r.run_dir}")
+    t0 = time.perf_counter()
+    with open(r.run_dir / "stdout.txt", "w") as out:
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))
+    seconds = time.perf_counter() - t0
+    info = {"command": display_command(r, out_root), "argv": argv, "returncode": proc.returncode,
+            "seconds": round(seconds, 2), "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "key": r.key,
+            "figure": r.spec.figure, "id": r.spec.id, "params": dict(r.spec.params)}
+    missing = [n for n in r.spec.expect if not (r.run_dir / f"{n}.csv").exists()]
+    if proc.returncode == 0 and not missing:
+        results.write_json(r.done_path, info)
+        echo(f"[figures] done {r.spec.figure}:{r.spec.label()}  {seconds:.0f} s")
+    else:
+        tail = (r.run_dir / "stdout.txt").read_text().strip().splitlines()[-5:]
+        info["error"] = "\n".join(tail) or (f"missing {missing}" if missing else f"exit {proc.returncode}")
+        echo(f"[figures] FAIL {r.spec.figure}:{r.spec.label()} (exit {proc.returncode}"
+             + (f", missing {', '.join(missing)}.csv" if missing else "") + f") after {seconds:.0f} s:\n    "
+             + "\n    ".join(tail))
+    return info
+
+
+@dataclass
+class RunResult:
+    """What a plot function gets for one run: its directory (CSVs) and its sweep point."""
+    id: str
+    run_dir: Path
+    params: dict
+    ok: bool
+    seconds: float = 0.0
+    cached: bool = False
+    command: str = ""
+    error: str = ""
+
+    def csv(self, name: str = "results"):
+        import pandas as pd
+        p = self.run_dir / f"{name}.csv"
+        return pd.read_csv(p) if p.exists() else None
+
+
+class Runs(dict):
+    """``id -> [RunResult, ...]`` (a sweep gives several); ``runs.ok(id)`` keeps the finished ones."""
+
+    def ok(self, run_id: str) -> list[RunResult]:
+        return [r for r in self.get(run_id, []) if r.ok]
+
+    def one(self, run_id: str) -> RunResult | None:
+        ok = self.ok(run_id)
+        return ok[0] if ok else None
+
+    def missing(self) -> list[str]:
+        return [f"{r.id}" + (f"[{','.join(f'{k}={_fmt(v)}' for k, v in r.params.items())}]" if r.params else "")
+                for rs in self.values() for r in rs if not r.ok]
+
+
+# ---------------------------------------------------------------------------- drawing
+def draw(exp: Experiment, runs: Runs, fig_dir: Path, *, profile: str) -> dict:
+    from certdp import results
+    from certdp.plots import PLOTS, style
+    if exp.plot not in PLOTS:
+        raise ConfigError(f"{exp.path.name if exp.path else exp.name}: plot", f"unknown '{exp.plot}'; allowed: {', '.join(sorted(PLOTS))}")
+    style.apply()
+    t0 = time.perf_counter()
+    fig, data = PLOTS[exp.plot](runs, profile=profile)
+    missing = runs.missing()
+    if missing:
+        fig.text(0.5, 0.005, "incomplete: no results for " + ", ".join(missing), ha="center", va="bottom",
+                 fontsize=7, color="#b00000")
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    png, pdf = fig_dir / f"{exp.name}.png", fig_dir / f"{exp.name}.pdf"
+    style.save(fig, png, pdf)
+    results.write_csv(fig_dir / f"{exp.name}.csv", data)
+    return {"png": png, "pdf": pdf, "csv": fig_dir / f"{exp.name}.csv", "plot_seconds": time.perf_counter() - t0,
+            "missing": missing}
+
+
+def write_gallery(fig_dir: Path, entries: list[dict], *, profile: str, out_root: Path) -> Path:
+    """``index.html``: every figure with its caption, the commands behind it and run times."""
+    from certdp import results
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>certdp figures</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "figure{margin:2.5em 0;border-top:1px solid #ccc;padding-top:1em}img{max-width:100%}"
+        "code,pre{background:#f4f4f4;font-size:12px}pre{padding:.5em;white-space:pre-wrap}"
+        ".gap{color:#b00000;font-weight:bold}.meta{color:#555;font-size:13px}</style></head><body>",
+        f"<h1>certdp: the paper's figures</h1><p class='meta'>profile <b>{html.escape(profile)}</b>; "
+        f"runs under <code>{html.escape(str(out_root))}</code>; made {time.strftime('%Y-%m-%d %H:%M:%S')}; "
+        f"redo with <code>make reproduce-figures PROFILE={html.escape(profile)}</code>.</p><ul>"]
+    for e in entries:
+        parts.append(f"<li><a href='#{e['name']}'>{html.escape(e['title'])}</a> "
+                     f"({e['run_seconds']:.0f} s{', incomplete' if e['missing'] else ''})</li>")
+    parts.append("</ul>")
+    for e in entries:
+        gap = (f"<p class='gap'>Incomplete: no results for {html.escape(', '.join(e['missing']))} "
+               "(see the errors below); the figure shows what exists.</p>") if e["missing"] else ""
+        runs_html = "".join(
+            f"<li><code>{html.escape(r['command'])}</code> &mdash; {r['seconds']:.0f} s"
+            f"{' (cached)' if r['cached'] else ''}{'' if r['ok'] else ' <span class=gap>FAILED</span>'}"
+            + (f"<pre>{html.escape(r['error'])}</pre>" if r.get("error") else "") + "</li>" for r in e["runs"])
+        parts.append(
+            f"<figure id='{e['name']}'><h2>{html.escape(e['title'])}</h2>"
+            f"<a href='{e['name']}.png'><img src='{e['name']}.png' alt='{html.escape(e['name'])}'></a>"
+            f"<figcaption><p>{html.escape(e['caption'])}</p>"
+            + (f"<p class='meta'>Note: {html.escape(e['notes'])}</p>" if e.get("notes") else "") + gap +
+            f"<p class='meta'>Files: <a href='{e['name']}.png'>PNG</a> | <a href='{e['name']}.pdf'>PDF</a> | "
+            f"<a href='{e['name']}.csv'>data (CSV)</a>. Made by <code>certdp figures {e['name']} profile={profile}</code>; "
+            f"run time {e['run_seconds']:.0f} s over {len(e['runs'])} run(s) (computed now: {e['fresh_seconds']:.0f} s), "
+            f"drawing {e['plot_seconds']:.1f} s.</p><details><summary>runs</summary><ul>{runs_html}</ul></details>"
+            "</figcaption></figure>")
+    parts.append("</body></html>")
+    path = fig_dir / "index.html"
+    results.atomic_write_text(path, "\n".join(parts))
+    return path
+
+
+# ---------------------------------------------------------------------------- orchestration
+def figures(names: list[str] | None = None, *, profile: str = "quick", out_root: str | Path = "outputs",
+            jobs: int = 1, launcher: str = "basic", launcher_args: tuple[str, ...] = (), plot_only: bool = False,
+            experiments: Path | None = None, echo=print) -> list[dict]:
+    """Run what is missing for the named figures (all by default), draw them, write the gallery."""
+    if profile not in PROFILES:
+        raise ConfigError("profile", f"unknown '{profile}'; allowed: {', '.join(PROFILES)}")
+    if launcher not in LAUNCHERS:
+        raise ConfigError("launcher", f"unknown '{launcher}'; allowed: {', '.join(LAUNCHERS)}")
+    if jobs < 1:
+        raise ConfigError("jobs", f"must be >= 1 (got {jobs})")
+    if "CERTDP_DATA_DIR" not in os.environ and (REPO_ROOT.parent / "shared" / "data").is_dir():
+        os.environ["CERTDP_DATA_DIR"] = str(REPO_ROOT.parent / "shared" / "data")   # as the Makefile does
+    exps = load_experiments(experiments)
+    names = list(names or exps)
+    unknown = [n for n in names if n not in exps]
+    if unknown:
+        raise ConfigError("figures", f"unknown {', '.join(unknown)}; allowed: {', '.join(exps)}")
+    out_root = Path(out_root).resolve()
+    fig_dir = out_root / "figures"
+
+    resolved: dict[str, list[Resolved]] = {}
+    unique: dict[str, Resolved] = {}
+    for n in names:
+        resolved[n] = [resolve(s, out_root) for s in exps[n].specs(profile)]
+        for r in resolved[n]:
+            unique.setdefault(r.key, r)
+    todo = [r for r in unique.values() if not r.is_done()]
+    echo(f"[figures] profile={profile}: {len(names)} figure(s), {len(unique)} run(s), "
+         f"{len(unique) - len(todo)} already done, {len(todo)} to run" + (" (plot only: skipped)" if plot_only else ""))
+    infos: dict[str, dict] = {}
+    if todo and not plot_only:
+        def job(r):
+            return r.key, execute(r, out_root, launcher=launcher, launcher_args=launcher_args, echo=echo)
+        if jobs == 1:
+            for r in todo:
+                k, info = job(r)
+                infos[k] = info
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                for k, info in pool.map(job, todo):
+                    infos[k] = info
+
+    entries = []
+    for n in names:
+        exp = exps[n]
+        runs, run_rows = Runs(), []
+        for r in resolved[n]:
+            fresh = r.key in infos
+            ok = r.is_done()
+            d = r.done() if ok else infos.get(r.key, {})
+            rr = RunResult(r.spec.id, r.run_dir, dict(r.spec.params), ok, float(d.get("seconds", 0.0)),
+                           cached=ok and not fresh, command=display_command(r, out_root), error=d.get("error", ""))
+            runs.setdefault(r.spec.id, []).append(rr)
+            run_rows.append({"command": rr.command, "seconds": rr.seconds, "cached": rr.cached, "ok": ok,
+                             "error": "" if ok else (rr.error or "not run")})
+        try:
+            drawn = draw(exp, runs, fig_dir, profile=profile)
+        except Exception as e:                       # one broken plot must not lose the gallery
+            log.exception("plot %s failed", n)
+            echo(f"[figures] plot {n} failed: {e}")
+            drawn = {"plot_seconds": 0.0, "missing": runs.missing() + [f"plot error: {e}"]}
+        uniq_secs = {r.key: (r.done() if r.is_done() else infos.get(r.key, {})).get("seconds", 0.0) for r in resolved[n]}
+        entry = {"name": n, "title": exp.title, "caption": exp.caption, "notes": exp.notes, "runs": run_rows,
+                 "run_seconds": float(sum(uniq_secs.values())),
+                 "fresh_seconds": float(sum(v for k, v in uniq_secs.items() if k in infos)),
+                 "plot_seconds": drawn["plot_seconds"], "missing": drawn["missing"]}
+        entries.append(entry)
+        echo(f"[figures] drew {fig_dir / (n + '.png')}  (runs {entry['run_seconds']:.0f} s"
+             + (f"; incomplete: {', '.join(entry['missing'])}" if entry["missing"] else "") + ")")
+    if entries:
+        gallery = write_gallery(fig_dir, entries, profile=profile, out_root=out_root)
+        echo(f"[figures] gallery {gallery}")
+    return entries
+
+
+def list_figures(profile: str = "quick", experiments: Path | None = None, echo=print) -> None:
+    for n, e in load_experiments(experiments).items():
+        specs = e.specs(profile)
+        echo(f"{n:<22} {len(specs):>3} run(s) [{profile}]  {e.title}")

@@ -1,0 +1,240 @@
+"""AGT-R figures: PATE comparison (excess and raw scale), ablations, certificates, shards."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from certdp.plots import style
+
+# the releases each arm uses in the paper's AGT-R figures
+PURE = {"pate_r": "laplace_gs", "gs": "laplace_gs", "pate_agtr": "cauchy", "agtr": "cauchy", "agtr_wor": "cauchy"}
+APPROX = {"pate_r": "gaussian_gs", "gs": "gaussian_gs", "pate_agtr": "laplace", "agtr": "laplace", "agtr_wor": "laplace"}
+DATASETS = (("linear", "Linear"), ("california", "California"))
+FLOOR = 1e-6      # excess errors at or below the non-private error are drawn at this floor
+
+
+def _mech(regime: str, arm: str) -> str:
+    return (PURE if regime == "pure" else APPROX)[arm]
+
+
+def _compare(runs, *, raw: bool):
+    fig, axes = style.panels(4, width=2.9)
+    arms = ["agtr", "pate_r", "pate_agtr", "agtr_wor"] + (["gs"] if raw else [])
+    rows = []
+    for d, (rid, title) in enumerate(DATASETS):
+        r = runs.one(rid)
+        s = r.csv("summary") if r is not None else None
+        for j, regime in enumerate(("pure", "approx")):
+            ax = axes[2 * d + j]
+            metric = "MAE" if regime == "pure" else "MSE"
+            ax.set_title(f"{title}, {'pure' if regime == 'pure' else 'approx.'} DP")
+            if s is None or not len(s):
+                style.empty(ax, f"no {rid} run")
+                continue
+            for arm in arms:
+                q = s[(s.arm == arm) & (s.regime == regime) & (s.mechanism == _mech(regime, arm))].sort_values("epsilon")
+                if not len(q):
+                    continue
+                y = q.error if raw else q.excess.clip(lower=FLOOR)
+                kw = dict(color=style.color(arm), label=style.label(arm), marker="o")
+                if arm == "gs":
+                    kw.update(color="#7f7f7f", ls=":", marker="s")
+                ax.plot(q.epsilon, y, **kw)
+                rows += [{"dataset": rid, "regime": regime, "metric": metric.lower(), "arm": arm,
+                          "mechanism": _mech(regime, arm), "epsilon": e, "best_T": t, "value": v,
+                          "error": er, "excess": ex}
+                         for e, t, v, er, ex in zip(q.epsilon, q.best_T, y, q.error, q.excess)]
+            if raw and len(s):
+                floor = s.nonprivate_mae.iloc[0] if regime == "pure" else s.nonprivate_mse.iloc[0]
+                ax.axhline(floor, color=style.NONPRIVATE, lw=0.8, ls="--", label="non-private")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(r"$\epsilon$")
+            ax.set_ylabel(("test " if not raw else "") + (metric if raw else f"excess {metric}"))
+    style.legend_below(fig, axes, ncol=6)
+    fig.tight_layout()
+    return fig, pd.DataFrame(rows)
+
+
+def agtr_pate(runs, *, profile: str = "paper"):
+    """Excess error over the non-private prediction: PATE-R and PATE-AGT-R at their best T,
+    AGT-R on the full data, AGT-R on one shard with the amplified budget."""
+    return _compare(runs, raw=False)
+
+
+def agtr_gs(runs, *, profile: str = "paper"):
+    """The comparison on the raw scale, with the global-sensitivity arm (grey, dotted)."""
+    return _compare(runs, raw=True)
+
+
+def pate_shard_ablation(runs, *, profile: str = "paper"):
+    """MAE against the number of shards T at fixed N, one line per epsilon, pure DP."""
+    fig, axes = style.panels(3, width=3.2, sharey=True)
+    r = runs.one("linear_ablation")
+    res = r.csv("results") if r is not None else None
+    rows = []
+    titles = {"pate_r": "PATE-R (Laplace, GS)", "pate_agtr": r"PATE-AGT-R (Cauchy, $\beta=\epsilon/2$)",
+              "agtr_wor": r"AGT-R, one shard ($\epsilon_b$)"}
+    if res is None:
+        for ax in axes:
+            style.empty(ax, "no shard-ablation run")
+        return fig, pd.DataFrame()
+    pure = res[res.regime == "pure"]
+    eps = sorted(pure.epsilon.dropna().unique())
+    cols = dict(zip(eps, style.ramp(len(eps))))
+    mean = res[res.arm == "pate_mean"].sort_values("shards")
+    for ax, arm in zip(axes, ("pate_r", "pate_agtr", "agtr_wor")):
+        for e in eps:
+            q = pure[(pure.arm == arm) & (pure.epsilon == e) & (pure.mechanism == PURE[arm])].sort_values("shards")
+            if len(q):
+                ax.plot(q.shards, q.mae, marker="o", color=cols[e], label=rf"$\epsilon$ = {e:g}")
+                rows += [{"arm": arm, "epsilon": e, "shards": t, "mae": m} for t, m in zip(q.shards, q.mae)]
+        if len(mean):
+            ax.plot(mean.shards, mean.mae, ls="--", color="black", lw=1, label="PATE mean (noise-free)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set(title=titles[arm], xlabel="shards T")
+    rows += [{"arm": "pate_mean", "epsilon": math.nan, "shards": t, "mae": m} for t, m in zip(mean.shards, mean.mae)]
+    axes[0].set_ylabel("test MAE")
+    style.legend_below(fig, axes, ncol=min(len(eps) + 1, 8))
+    fig.tight_layout()
+    return fig, pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- ablations
+def _ablation_series(runs):
+    """[(panel dataset, setting label, sort key, RunResult)] for the two ablations."""
+    out = []
+    for r in runs.ok("linear_ibp"):
+        out.append(("linear", "IBP", -1, r))
+    for r in runs.ok("linear_F"):
+        f = int(r.params.get("certificate.frequency", 0))
+        out.append(("linear", f"F = {f}", f, r))
+    for r in runs.ok("california_bs"):
+        b = int(r.params.get("train.batch_size", 0))
+        out.append(("california", f"BS = {b}", b, r))
+    return sorted(out, key=lambda t: (t[0], t[2]))
+
+
+def _linear_gs_arm(res: pd.DataFrame, cert: pd.DataFrame | None, eps, delta: float):
+    """The linear ablation's global-sensitivity arm, derived from the CSVs: the runner has no GS
+    release there (``privacy.global_sensitivity=none``) and the paper's GS is the trajectory's
+    clipping ceiling, the width of T_N (the certificate's largest radius, k = N).  Pure DP:
+    Laplace(GS/eps) added to the non-private residual r ~ N(0, MSE_np), MAE by Monte Carlo;
+    approximate DP: the Gaussian mechanism of Theorem 3.3, MSE = MSE_np + sigma^2."""
+    if cert is None or not len(cert):
+        return None
+    gs = float(cert.sort_values("k").a_bar_mean.iloc[-1])
+    mse_np = float(res.nonprivate_mse.iloc[0])
+    rng = np.random.default_rng(0)
+    z, lap = rng.normal(0, math.sqrt(mse_np), 200_000), rng.laplace(0, 1, 200_000)
+    mae = [float(np.abs(z + gs / e * lap).mean()) for e in eps]
+    mse = [mse_np + (gs * math.sqrt(2 * math.log(1.25 / delta)) / e) ** 2 for e in eps]
+    return gs, mae, mse
+
+
+def agtr_ablation(runs, *, profile: str = "paper"):
+    """Linear: concretisation frequency F (and IBP); California: batch size.  Pure DP: Cauchy at
+    beta = eps/2 (MAE); approximate DP: Laplace, delta = 1e-5 (MSE); global sensitivity black."""
+    fig, axes = style.panels(4, width=2.9)
+    series = _ablation_series(runs)
+    rows = []
+    for d, (ds, title) in enumerate(DATASETS):
+        ser = [s for s in series if s[0] == ds]
+        cols = style.ramp(len(ser))
+        for j, regime in enumerate(("pure", "approx")):
+            ax = axes[2 * d + j]
+            metric = "mae" if regime == "pure" else "mse"
+            ax.set_title(f"{title}: {'frequency F' if ds == 'linear' else 'batch size'}, "
+                         f"{'pure' if regime == 'pure' else 'approx.'} DP")
+            if not ser:
+                style.empty(ax, f"no {ds} ablation runs")
+                continue
+            for (_, lab, _, r), col in zip(ser, cols):
+                res = r.csv("results")
+                q = res[(res.arm == "agtr") & (res.mechanism == _mech(regime, "agtr"))].sort_values("epsilon")
+                ax.plot(q.epsilon, q[metric], marker="o", color=col, label=lab)
+                rows += [{"dataset": ds, "setting": lab, "regime": regime, "metric": metric, "epsilon": e, "value": v}
+                         for e, v in zip(q.epsilon, q[metric])]
+            res0 = ser[0][3].csv("results")
+            g = res0[(res0.arm == "gs") & (res0.mechanism == _mech(regime, "gs"))].sort_values("epsilon")
+            if len(g):
+                ax.plot(g.epsilon, g[metric], color="black", marker="s", label="global sensitivity")
+                rows += [{"dataset": ds, "setting": "GS", "regime": regime, "metric": metric, "epsilon": e, "value": v}
+                         for e, v in zip(g.epsilon, g[metric])]
+            elif ds == "linear":
+                eps = sorted(res0.epsilon.unique())
+                delta = float(res0[res0.regime == "approx"].delta.max()) if (res0.regime == "approx").any() else 1e-5
+                der = _linear_gs_arm(res0, ser[0][3].csv("certificate"), eps, delta)
+                if der is not None:
+                    gs, mae, mse = der
+                    v = mae if regime == "pure" else mse
+                    ax.plot(eps, v, color="black", marker="s", label="global sensitivity")
+                    rows += [{"dataset": ds, "setting": f"GS (derived, {gs:.3g})", "regime": regime, "metric": metric,
+                              "epsilon": e, "value": x} for e, x in zip(eps, v)]
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set(xlabel=r"$\epsilon$", ylabel=f"test {metric.upper()}")
+        style.legend_right(axes[2 * d + 1], fontsize=7)
+    fig.tight_layout()
+    return fig, pd.DataFrame(rows)
+
+
+def agtr_certificates(runs, *, profile: str = "paper"):
+    """Cross-radius certificates: dashed (left axis) A_bar(k) averaged over test inputs; solid
+    (right axis) A_bar(k) e^{-beta k} at beta = 1/2 with its maximum starred; dotted GS ceiling."""
+    fig, axes = style.panels(2, width=4.4, height=3.0)
+    series = _ablation_series(runs)
+    rows = []
+    for ax, (ds, title) in zip(axes, DATASETS):
+        ser = [s for s in series if s[0] == ds]
+        ax.set_title(f"{title}: {'concretisation frequency' if ds == 'linear' else 'batch size'}")
+        if not ser:
+            style.empty(ax, f"no {ds} ablation runs")
+            continue
+        ax2 = ax.twinx()
+        ax2.spines["right"].set_visible(True)
+        ax2.grid(False)
+        cols = style.ramp(len(ser))
+        gs_val = None
+        for (_, lab, _, r), col in zip(ser, cols):
+            c = r.csv("certificate")
+            betas = c.beta.unique()
+            b = betas[np.argmin(np.abs(betas - 0.5))]
+            c = c[c.beta == b].sort_values("k")
+            ks = c.k.to_numpy()
+            kmax = ks[-2] if len(ks) > 2 and ks[-1] > 4 * ks[-2] else ks[-1]   # drop the k = N row
+            top = c[c.k > kmax]
+            show = c[c.k <= kmax]
+            ax.plot(show.k, show.a_bar_mean, ls="--", color=col, label=lab)
+            ax2.plot(show.k, show.contribution_mean, ls="-", color=col)
+            m = show.contribution_mean.idxmax()
+            ax2.plot(show.k[m], show.contribution_mean[m], marker="*", ms=11, color=col, mec="black", mew=0.5, zorder=5)
+            res = r.csv("results")
+            g = res[res.arm == "gs"] if res is not None else []
+            if len(g):
+                gs_val = float(g.ss_mean.iloc[0])
+            elif len(top):
+                gs_val = float(top.a_bar_mean.iloc[-1])
+            rows += [{"dataset": ds, "setting": lab, "k": k, "beta": b, "a_bar_mean": a, "smooth_contribution": s,
+                      "is_max": k == show.k[m]} for k, a, s in zip(show.k, show.a_bar_mean, show.contribution_mean)]
+        if gs_val is not None:
+            ax.axhline(gs_val, color="black", ls=":", lw=1.2, label=f"GS ceiling ({gs_val:.3g})")
+            rows.append({"dataset": ds, "setting": "GS ceiling", "k": math.nan, "a_bar_mean": gs_val})
+        ax.set_yscale("log")
+        ax2.set_yscale("log")
+        ax.set(xlabel="substitutions k", ylabel=r"$\bar{A}(k)$ (dashed)")
+        ax2.set_ylabel(r"$\bar{A}(k)\,e^{-k/2}$ (solid)")
+        h, lab = ax.get_legend_handles_labels()
+        ax.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=7)
+    key = [Line2D([], [], color="k", ls="--", label=r"$\bar{A}(x,k)$, left axis"),
+           Line2D([], [], color="k", ls="-", label=r"$\bar{A}(x,k)e^{-\beta k}$, $\beta=1/2$, right axis"),
+           Line2D([], [], color="k", ls="", marker="*", ms=10, label=r"max = $\mathrm{SS}^\beta$"),
+           Line2D([], [], color="k", ls=":", label="global-sensitivity ceiling")]
+    fig.legend(handles=key, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=7.5)
+    fig.tight_layout()
+    return fig, pd.DataFrame(rows)
