@@ -1,0 +1,169 @@
+"""certdp hybrid end to end on a tiny fixture: a random 2-layer BERT (built offline), 48 + 16
+sentences.  Checks the arms, the composed accounting, resume of finished work and of an
+interrupted DP-LoRA fine-tune, and fail-fast config errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("peft")
+pytest.importorskip("opacus")
+pytest.importorskip("sentence_transformers")
+
+from certdp.errors import ConfigError  # noqa: E402
+from certdp.methods import hybrid  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "hybrid" / "sst2"
+WORDS = ("a charming and moving film great fun wonderful acting good story funny warm truly work "
+         "dull boring bad tedious mess flat").split()
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> Path:
+    """A sentence-transformers folder with a tiny random BERT (mean pooling, normalised)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+    d = tmp_path_factory.mktemp("tiny_bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS))
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True).save_pretrained(str(d))
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    BertModel(cfg).save_pretrained(str(d))
+    (d / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    (d / "1_Pooling").mkdir()
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16, "pooling_mode_mean_tokens": True}))
+    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
+    return d
+
+
+def tiny_cfg(enc: Path, work: Path, **over) -> dict:
+    cfg = {
+        "seed": 0,
+        "dataset": {"name": "sst2", "encoder": "minilm", "encoder_path": str(enc), "path": str(FIXTURE),
+                    "max_seq_length": 16, "n_test": 16, "n_private": 24},
+        "privacy": {"epsilons": [2, 4], "delta": 1e-5},
+        "split": {"fractions": [0.5], "reuse_end_to_end": True},
+        "lora": {"rank": 2, "alpha": 2},
+        "dpsgd": {"batch_size": 8, "epochs": 1, "clip": 1.0, "lr": 1e-2, "delta": 5e-6, "accountant": "rdp"},
+        "head": {"pca_dim": 2, "steps": 10, "k_max": 4, "n_draws": 5, "releases": ["laplace_p", "cauchy_p"],
+                 "allocations": ["l1", "anisotropic"], "delta": 5e-6},
+        "dpsgd_head": {"batch_size": 8, "epochs": 2, "lrs": [1.0], "n_runs": 2},
+        "hybrid": {"work_dir": str(work), "size_sweep": {"epsilon": 2, "n_private": [12]}},
+    }
+    for k, v in over.items():
+        a, b = k.split(".")
+        cfg[a] = {**cfg[a], b: v}
+    return cfg
+
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path):
+    monkeypatch.setenv("CERTDP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path
+
+
+def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
+    cfg = tiny_cfg(tiny_encoder, isolated / "work")
+    out = hybrid.run(cfg, progress=False)
+    res, acc = out["results"], out["accounting"]
+    assert set(res.arm) == {"dplora", "hybrid", "frozen_ags", "frozen_dpsgd"}
+    # one chosen row per (sweep, N, eps, arm, head release)
+    chosen = res[res.chosen]
+    assert chosen.groupby(["sweep", "n_private", "epsilon", "arm", "head_release"], dropna=False).size().max() == 1
+    assert set(chosen[chosen.sweep == "size"].n_private) == {12}
+    assert ((res.accuracy_median >= 0) & (res.accuracy_median <= 1)).all()
+    # hybrid candidates: eps1 = eps/2 and, by reuse, the end-to-end budgets below eps
+    h4 = res[(res.arm == "hybrid") & (res.epsilon == 4) & (res.sweep == "epsilon") & (res.head_release == "laplace_p")]
+    assert set(h4.eps1) == {2.0}
+    assert len(h4) == 2                                  # two allocations
+    # composition: eps1 + eps2 <= eps, delta1 + delta2 <= 1e-5, the accountant within eps1
+    assert acc.within_budget.all()
+    hy = res[res.arm == "hybrid"]
+    assert ((hy.eps1 + hy.eps2) <= hy.epsilon + 1e-9).all()
+    assert ((hy.delta1 + hy.delta2) <= 1e-5 + 1e-18).all()
+    assert (res.eps1_certified <= res.eps1 + 1e-9).all()
+    assert (res[res.head_release == "cauchy_p"].delta2 == 0).all()
+
+    # rerun: every unit is cached, nothing is fine-tuned or certified again, same numbers
+    calls = []
+    orig = hybrid.noise_multiplier
+    hybrid.noise_multiplier = lambda **kw: calls.append(kw) or orig(**kw)   # not called when all is cached
+    try:
+        out2 = hybrid.run(cfg, progress=False)
+    finally:
+        hybrid.noise_multiplier = orig
+    assert calls == []
+    assert out2["results"].drop(columns="sweep").equals(out["results"].drop(columns="sweep"))
+
+    # a new budget reuses the finished adapters: eps1 = 8/2 = 4 is the end-to-end adapter of eps = 4,
+    # so only the end-to-end eps = 8 adapter is trained
+    cfg8 = tiny_cfg(tiny_encoder, isolated / "work", **{"privacy.epsilons": [2, 4, 8]})
+    with caplog.at_level(logging.INFO, logger="certdp"):
+        hybrid.run(cfg8, progress=False)
+    trained = [r.message for r in caplog.records if r.message.startswith("DP-LoRA") and "sigma=" in r.message]
+    assert len(trained) == 1 and "eps1=8 " in trained[0], trained
+
+
+def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatch, caplog):
+    cfg = tiny_cfg(tiny_encoder, isolated / "a", **{"dpsgd.epochs": 2})
+    s = hybrid.hybrid_settings(cfg)
+    data = hybrid.load_sst2(s)
+    train = hybrid.private_subset(data, s.n_private)
+    ref = hybrid.finetune(s, tiny_encoder, train, 1.0, progress=False)
+    ref_state = torch.load(ref.path, weights_only=True)
+
+    s2 = hybrid.hybrid_settings(tiny_cfg(tiny_encoder, isolated / "b", **{"dpsgd.epochs": 2}))
+    steps = {"n": 0}
+    real_step = torch.optim.AdamW.step
+
+    def flaky(self, *a, **k):
+        steps["n"] += 1
+        if steps["n"] == 3:
+            raise KeyboardInterrupt
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        hybrid.finetune(s2, tiny_encoder, train, 1.0, progress=False)
+    monkeypatch.setattr(torch.optim.AdamW, "step", real_step)
+    ckpts = list((isolated / "b" / "adapters").glob("*/checkpoint.pt"))
+    assert len(ckpts) == 1 and torch.load(ckpts[0], weights_only=False)["step"] == 2
+    with caplog.at_level(logging.INFO, logger="certdp"):
+        again = hybrid.finetune(s2, tiny_encoder, train, 1.0, progress=False)
+    assert any("resuming" in r.message and "step 2/" in r.message for r in caplog.records)
+    got = torch.load(again.path, weights_only=True)
+    assert got.keys() == ref_state.keys()
+    for k in got:
+        torch.testing.assert_close(got[k], ref_state[k])
+    assert again.meta["eps1_certified"] <= 1.0
+
+
+def test_noise_multiplier_meets_target():
+    sigma, eps = hybrid.noise_multiplier(epsilon=1.0, delta=5e-6, sample_rate=0.02, steps=150, accountant="prv")
+    assert 0 < eps <= 1.0
+    _, eps_lo = hybrid.noise_multiplier(epsilon=2.0, delta=5e-6, sample_rate=0.02, steps=150, accountant="prv")
+    assert eps_lo <= 2.0
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("dataset.encoder", "bert", "dataset.encoder"),
+    ("split.fractions", [1.5], "split.fractions"),
+    ("dpsgd.delta", 9e-6, "privacy.delta"),
+    ("head.releases", ["gauss"], "head.releases"),
+    ("privacy.epsilons", [0], "privacy.epsilons"),
+    ("hybrid.arms", ["pate"], "hybrid.arms"),
+])
+def test_bad_config_fails_fast(tiny_encoder, tmp_path, key, value, match):
+    with pytest.raises(ConfigError, match=match):
+        hybrid.hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{key: value}))
