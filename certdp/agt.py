@@ -107,8 +107,12 @@ def _one_step(cert, model, lo, hi, xb, yb, ks, settings, chunk):
         if step_bounds is not None:
             nb = step_bounds(model, box, xb, yb, ks[sl], settings)
         else:
-            g = cert.per_sample_gradient_bounds(model, box, xb, yb, gamma)
-            tot = aggregate_batch(g, ks[sl], gamma, getattr(cert, "aggregation", "topk"))
+            sums = getattr(cert, "batch_sum_bounds", None)
+            if sums is not None:
+                tot = sums(model, box, xb, yb, ks[sl], gamma)
+            else:
+                g = cert.per_sample_gradient_bounds(model, box, xb, yb, gamma)
+                tot = aggregate_batch(g, ks[sl], gamma, getattr(cert, "aggregation", "topk"))
             nb = Interval(lam * box.lo - (lr / b) * tot.hi, lam * box.hi - (lr / b) * tot.lo)
         new_lo[sl], new_hi[sl] = nb.lo, nb.hi
     return new_lo, new_hi
