@@ -22,8 +22,9 @@ Arms (``pate.arms``):
   beta rules use (eps_b, delta_b).  As the lemma requires, the subset is secret (the seed is part
   of the mechanism's randomness and is not published).
 * ``agtr`` and ``gs``: AGT-R and the global-sensitivity Laplace / Gaussian releases on the full
-  data (:func:`certdp.methods.agtr.certify`, the ``staircase`` config).  At T = 1 the three
-  shard arms *are* these mechanisms, and they reuse the full-data certificate.
+  data (:func:`certdp.methods.agtr.certify`; radii ``pate.staircase`` like the shards, or the
+  ``staircase`` group with ``pate.full_staircase=agtr``).  At T = 1 the three shard arms *are*
+  these mechanisms, and they reuse the full-data certificate.
 * ``pate_mean`` (always): the noise-free mean F, the floor the noisy arms approach.
 
 Why PATE-AGT-R's noise is sound.
@@ -86,6 +87,7 @@ class PateSettings:
     arms: tuple[str, ...]
     staircase: StaircaseSettings     # per-shard radii (capped at the shard size)
     max_train: int | None            # use a random subset of this many training records
+    full_staircase: str = "shard"    # full-data AGT-R radii: "shard" (pate.staircase) or "agtr" (staircase group)
 
 
 def pate_settings(d: dict, n_train: int) -> PateSettings:
@@ -122,7 +124,10 @@ def pate_settings(d: dict, n_train: int) -> PateSettings:
     if too_many:
         raise ConfigError("pate.shards", f"{too_many} exceed the {n_eff} training records (every shard needs one)")
     sc = staircase_settings(dict(d.get("staircase") or {"kind": "range", "k_max": 1024, "include_n": True}))
-    return PateSettings(tuple(sorted(set(shards))), tuple(dict.fromkeys(arms)), sc, mt)
+    fs = d.get("full_staircase", "shard")
+    if fs not in ("shard", "agtr"):
+        raise ConfigError("pate.full_staircase", f"unknown '{fs}'; allowed: shard (pate.staircase), agtr (the staircase group)")
+    return PateSettings(tuple(sorted(set(shards))), tuple(dict.fromkeys(arms)), sc, mt, fs)
 
 
 def partition(n: int, shards: int, seed: int) -> torch.Tensor:
@@ -240,7 +245,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     t0 = time.perf_counter()
     if smooth and ("agtr" in ps.arms or (need_agt and 1 in ps.shards)):
         from certdp.methods.agtr import certify
-        env, sc_full, pred_full, tm = certify(exp, progress=progress)
+        fexp = exp if ps.full_staircase == "agtr" else dataclasses.replace(exp, staircase=ps.staircase)
+        env, sc_full, pred_full, tm = certify(fexp, progress=progress)
         full = (sc_full, pred_full)
         log.info("full-data AGT-R: %d radii (k_max %d) in %.1f s", tm["radii"], tm["k_max"], tm["agt_seconds"])
     else:
