@@ -1,0 +1,107 @@
+"""`certdp figures` end to end on a tiny experiment file: runs, resume, PNG, gallery links."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from certdp import figures as F
+
+TINY = """
+name: tiny_feasibility
+label: fig:cond_table
+title: Tiny feasibility
+plot: cond_table
+caption: A tiny version of the feasibility figure.
+runs:
+  - id: feasibility
+    command: feasibility
+    overrides: ['feasibility.c=[1,2]', feasibility.confidence.step=0.05]
+    expect: [results, peaks]
+    profiles:
+      quick: {overrides: [feasibility.confidence.stop=0.95]}
+      paper: {}
+"""
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    d = tmp_path / "experiments"
+    d.mkdir()
+    (d / "tiny_feasibility.yaml").write_text(TINY)
+    return d
+
+
+def test_tiny_experiment_runs_resumes_and_draws(tiny, tmp_path):
+    out = tmp_path / "out"
+    log1: list[str] = []
+    e1 = F.figures(None, profile="quick", out_root=out, experiments=tiny, echo=log1.append)
+    assert not e1[0]["missing"], log1
+    assert any("1 to run" in m for m in log1)
+    run_dirs = list((out / "feasibility" / "none").glob("fig-*"))
+    assert len(run_dirs) == 1 and (run_dirs[0] / "done.json").exists()
+    assert (run_dirs[0] / "results.csv").exists() and (run_dirs[0] / "config.yaml").exists()
+
+    # second invocation: nothing runs, the figure is redrawn from the same run directory
+    log2: list[str] = []
+    e2 = F.figures(["tiny_feasibility"], profile="quick", out_root=out, experiments=tiny, echo=log2.append)
+    assert any("1 already done, 0 to run" in m for m in log2), log2
+    assert not any(m.startswith("[figures] run ") for m in log2)
+    assert e2[0]["runs"][0]["cached"] and e2[0]["fresh_seconds"] == 0
+
+    figs = out / "figures"
+    png = figs / "tiny_feasibility.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image as mpimg
+    img = mpimg.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+    assert (figs / "tiny_feasibility.pdf").read_bytes()[:4] == b"%PDF"
+    assert "rho" in (figs / "tiny_feasibility.csv").read_text().splitlines()[0]
+
+    # every link and image of the gallery resolves to an existing file
+    html = (figs / "index.html").read_text()
+    links = re.findall(r"(?:href|src)='([^'#]+)'", html)
+    assert {"tiny_feasibility.png", "tiny_feasibility.pdf", "tiny_feasibility.csv"} <= set(links)
+    for link in links:
+        assert (figs / link).exists(), link
+    assert "A tiny version of the feasibility figure." in html
+    assert "certdp feasibility" in html
+
+
+def test_interrupted_run_is_rerun_and_other_profile_gets_its_own_dir(tiny, tmp_path):
+    out = tmp_path / "out"
+    exp = F.load_experiments(tiny)["tiny_feasibility"]
+    quick, paper = (F.resolve(exp.specs(p)[0], out) for p in ("quick", "paper"))
+    assert quick.run_dir != paper.run_dir                      # different resolved configs
+    assert F.resolve(exp.specs("quick")[0], out).run_dir == quick.run_dir   # stable digest
+    # a run directory with CSVs but no done.json (interrupted) is not done
+    quick.run_dir.mkdir(parents=True)
+    (quick.run_dir / "results.csv").write_text("regime\n")
+    (quick.run_dir / "peaks.csv").write_text("regime\n")
+    assert not quick.is_done()
+
+
+def test_cli_list_and_bad_names(tiny):
+    env = {"CERTDP_EXPERIMENTS_DIR": str(tiny)}
+    import os
+    env = {**os.environ, **env}
+    r = subprocess.run([sys.executable, "-m", "certdp.cli", "figures", "--list", "profile=quick"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "tiny_feasibility" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "certdp.cli", "figures", "nope", "profile=quick"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "unknown nope" in r.stderr
+
+
+def test_repository_experiments_cover_every_paper_figure():
+    exps = F.load_experiments()
+    from certdp.plots import PLOTS
+    labels = {e.label for e in exps.values()}
+    assert {"fig:cond_table", "fig:agtr_pate", "fig:agtr_ablation", "fig:agtr_certificates",
+            "fig:pate_shard_ablation_linear", "fig:agtr_gs", "fig:blobs_ags", "fig:combined_mnist_imdb",
+            "fig:hybrid_ags_dpsgd", "fig:samplig_abl_adult"} <= labels
+    for e in exps.values():
+        assert e.plot in PLOTS
+        assert e.specs("quick") and e.specs("paper")
