@@ -2,6 +2,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= paper
+JOBS ?= 2
 export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
 .PHONY: install test lint bench reproduce-figures clean
@@ -19,7 +20,7 @@ bench:
 	$(BIN)/python benchmarks/bench_agt.py
 
 reproduce-figures:
-	$(BIN)/certdp figures profile=$(PROFILE)
+	$(BIN)/certdp figures profile=$(PROFILE) jobs=$(JOBS)
 
 clean:
 	rm -rf outputs/*/ .pytest_cache
