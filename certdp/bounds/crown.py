@@ -215,22 +215,35 @@ def single_layer_step(model: ModelSpec, box: Interval, x: torch.Tensor, y: torch
     ibp_hi = lam * TU - s * ibp_lo_sum
     # linear bounds of g_i,cj in z_i:  Lam . z + kappa
     al, au, bl, bu = _phi_linear(model, zl, zu, y)                         # [K|1, n, C, C], [K, n, C]
-    xp5, xn5 = xp.unsqueeze(-1), xn.unsqueeze(-1)                          # [1, n, 1, D, 1]
-    a5 = a.unsqueeze(-1)
-    lamL = a5 * (xp5 * al.unsqueeze(3) + xn5 * au.unsqueeze(3))            # [K, n, C, D, C]
-    lamU = a5 * (xp5 * au.unsqueeze(3) + xn5 * al.unsqueeze(3))
-    kapL = a * (xp * bl.unsqueeze(-1) + xn * bu.unsqueeze(-1)) + b + off_l  # [K, n, C, D]
-    kapU = a * (xp * bu.unsqueeze(-1) + xn * bl.unsqueeze(-1)) + b + off_u
-    zl5, zu5 = zl.view(K, n, 1, 1, C), zu.view(K, n, 1, 1, C)
-    maxL = kapL + torch.maximum(lamL * zl5, lamL * zu5).sum(-1)            # exact max over the box
-    minU = kapU + torch.minimum(lamU * zl5, lamU * zu5).sum(-1)
+    # g_i,cj >= Lam_L . z_i + kappa_L with Lam_L = a (x~+_j alpha_L,c + x~-_j alpha_U,c) (and the
+    # mirror image for the upper bound); never materialised: for each j only one of x~+, x~- is
+    # non-zero, so max_z Lam_L . z = a x~+_j sum_q max(alpha_L zl, alpha_L zu) + a x~-_j sum_q
+    # min(alpha_U zl, alpha_U zu), and the coefficient sums are einsums.
+    Ap, An = a * xp, a * xn                                                  # [K, n, C, D]
+    kapL = Ap * bl.unsqueeze(-1) + An * bu.unsqueeze(-1) + b + off_l         # [K, n, C, D]
+    kapU = Ap * bu.unsqueeze(-1) + An * bl.unsqueeze(-1) + b + off_u
+    zl4, zu4 = zl.unsqueeze(-2), zu.unsqueeze(-2)                            # [K, n, 1, C]
+    maxAl = torch.maximum(al * zl4, al * zu4).sum(-1).unsqueeze(-1)          # [K, n, C, 1]
+    minAl = torch.minimum(al * zl4, al * zu4).sum(-1).unsqueeze(-1)
+    maxAu = torch.maximum(au * zl4, au * zu4).sum(-1).unsqueeze(-1)
+    minAu = torch.minimum(au * zl4, au * zu4).sum(-1).unsqueeze(-1)
+    maxL = kapL + Ap * maxAl + An * minAu                                    # exact max over the box
+    minU = kapU + Ap * minAu + An * maxAl
     maxL = torch.minimum(maxL, cu)
     minU = torch.maximum(minU, cl)
     top_l = _top_sum((maxL + g).clamp(min=0), kk)                          # [K, C, D]
     top_u = _top_sum((g - minU).clamp(min=0), kk)
     # sum_i Lam_i . z_i(theta) = sum_{c', j'} (sum_i Lam_i,c' x~_ij') Theta_c'j'
-    coefL = torch.einsum("kncdq,ne->kcdqe", lamL, xt).reshape(K, C * D, C * D)
-    coefU = torch.einsum("kncdq,ne->kcdqe", lamU, xt).reshape(K, C * D, C * D)
+    alK, auK = al.expand(K, -1, -1, -1), au.expand(K, -1, -1, -1)
+
+    def csum(A, alpha):
+        # sum_n A[k,n,c,d] alpha[k,n,c,q] x~[n,e] -> [K, C*D, C*D], as one batched matmul over (k, c)
+        T = (alpha.unsqueeze(-1) * xt.view(1, n, 1, 1, D)).permute(0, 2, 1, 3, 4).reshape(K * C, n, C * D)
+        out = torch.bmm(A.permute(0, 2, 3, 1).reshape(K * C, D, n), T)             # [K*C, D, C*D]
+        return out.view(K, C * D, C * D)
+
+    coefL = csum(Ap, alK) + csum(An, auK)
+    coefU = csum(Ap, auK) + csum(An, alK)
     eye = torch.eye(C * D, dtype=dt)
     tl, tu = TL.reshape(K, 1, C * D), TU.reshape(K, 1, C * D)
     mu_ = lam * eye - s * coefL                                             # upper bound of theta'

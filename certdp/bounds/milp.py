@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -284,8 +285,9 @@ def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
     out = []
     for col, sign in targets:
         prob.setObjective(pulp.LpAffineExpression([(vs[col], float(sign))]))
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1)
-        prob.solve(solver)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)     # PULP_CBC_CMD: the bundled CBC
+            prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1))
         bound = None
         if prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal:
             bound = float(pulp.value(prob.objective))
@@ -296,7 +298,9 @@ def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
                 relax = make(True)
             rp, rv = relax
             rp.setObjective(pulp.LpAffineExpression([(rv[col], float(sign))]))
-            rp.solve(pulp.PULP_CBC_CMD(msg=False, threads=1))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                rp.solve(pulp.PULP_CBC_CMD(msg=False, threads=1))
             if rp.status == pulp.LpStatusOptimal:
                 bound = float(pulp.value(rp.objective))
         if bound is None:
@@ -396,8 +400,9 @@ class MILP:
         boxes = [box]
         for t in steps:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-            nb = outward(single_layer_step(model, boxes[-1], xb, yb, ks, settings), rel=1e-12, abs_=1e-14)
-            boxes.append(nb)
+            raw = single_layer_step(model, boxes[-1], xb, yb, ks, settings)
+            boxes.append(outward(raw, rel=1e-12, abs_=1e-14))
+        # the caller widens the window's result once more; the fallback is the raw last step
         idx = torch.stack([torch.arange(n) if full else plan[t] for t in steps])     # [F, b]
         uniq, rec = torch.unique(idx, return_inverse=True)
         xt = torch.cat([x, torch.ones(n, 1, dtype=x.dtype)], 1)[idx]                 # [F, b, P]
@@ -413,7 +418,7 @@ class MILP:
                 res = list(ex.map(_solve_task, tasks))
         else:
             res = [_solve_task(t) for t in tasks]
-        end = boxes[-1]
+        end = raw
         lo, hi = end.lo.clone(), end.hi.clone()
         for j, (l_, h_, st) in enumerate(res):
             l_t = torch.as_tensor(l_, dtype=lo.dtype)

@@ -1,0 +1,152 @@
+"""CROWN: sound against sampled parameters and retrained neighbours, never wider than IBP,
+contracting on contracting steps; golden bounds for small fixed cases."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from certdp.agt import aggregate_batch, run_agt
+from certdp.bounds import get_certificate
+from certdp.bounds.crown import mlp1_gradient_bounds, single_layer_step
+from certdp.bounds.ibp import gradient_bounds
+from certdp.bounds.interval import Interval
+from certdp.models import ModelSpec
+from certdp.training import TrainSettings, batch_plan, train
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("CERTDP_REGEN_GOLDEN", "0") not in ("", "0")
+D = torch.float64
+
+
+def _data(m: ModelSpec, n: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, m.widths[0], generator=g, dtype=D)
+    if m.loss == "mse":
+        y = torch.randn(n, generator=g, dtype=D)
+    elif m.loss == "hinge":
+        y = (torch.rand(n, generator=g) < 0.5).to(D) * 2 - 1
+    else:
+        y = torch.randint(0, m.widths[-1], (n,), generator=g)
+    return x, y
+
+
+def _ibp_step(m, box, x, y, ks, st):
+    gb = gradient_bounds(m, box, x, y, st.clip)
+    tot = aggregate_batch(gb, ks, st.clip)
+    n = x.shape[0]
+    return Interval(st.contraction * box.lo - st.lr / n * tot.hi, st.contraction * box.hi - st.lr / n * tot.lo)
+
+
+HEADS = [((2, 1), "mse", 1.0), ((3, 1), "hinge", 1.0), ((3, 4), "ce", 0.6), ((2, 3), "ce", 1.0)]
+
+
+@pytest.mark.parametrize("widths,loss,lam", HEADS)
+def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
+    m = ModelSpec(widths, loss)
+    n, gam = 12, 0.3
+    x, y = _data(m, n)
+    st = TrainSettings(steps=1, lr=0.5, clip=gam, contraction=lam)
+    c = m.init(1)
+    rad = torch.stack([torch.full_like(c, r) for r in (0.002, 0.05, 0.4)])
+    box = Interval(c - rad, c + rad)
+    ks = torch.tensor([1, 2, 4])
+    nb = single_layer_step(m, box, x, y, ks, st)
+    ib = _ibp_step(m, box, x, y, ks, st)
+    assert (nb.lo >= ib.lo - 1e-12).all() and (nb.hi <= ib.hi + 1e-12).all()
+    assert (nb.hi - nb.lo).sum() < (ib.hi - ib.lo).sum()
+    g = torch.Generator().manual_seed(3)
+    for j, k in enumerate(ks.tolist()):
+        for it in range(150 if loss == "ce" else 400):
+            if it % 2:
+                th = torch.where(torch.rand(c.shape, generator=g) < 0.5, box.lo[j], box.hi[j])
+            else:
+                th = c + (torch.rand(c.shape, generator=g, dtype=D) * 2 - 1) * rad[j]
+            gr = m.per_sample_grads(th, x, y).clamp(-gam, gam)
+            sub = torch.randperm(n, generator=g)[:k]
+            gr[sub] = (torch.rand(k, c.numel(), generator=g) < 0.5).to(D) * 2 * gam - gam
+            new = lam * th - st.lr * gr.mean(0)
+            assert ((new >= nb.lo[j] - 1e-12) & (new <= nb.hi[j] + 1e-12)).all()
+
+
+@pytest.mark.parametrize("widths", [(3, 8, 1), (2, 16, 1)])
+def test_mlp_gradient_ranges_sound_and_tighter(widths):
+    m = ModelSpec(widths, "mse")
+    x, y = _data(m, 10)
+    c = m.init(2)
+    rad = torch.stack([torch.full_like(c, r) for r in (0.01, 0.1, 0.5)])
+    box = Interval(c - rad, c + rad)
+    cb = mlp1_gradient_bounds(m, box, x, y, 0.5)
+    ib = gradient_bounds(m, box, x, y, 0.5)
+    assert (cb.lo >= ib.lo).all() and (cb.hi <= ib.hi).all()
+    assert (cb.hi - cb.lo)[:2].sum() < (ib.hi - ib.lo)[:2].sum()
+    g = torch.Generator().manual_seed(5)
+    for j in range(3):
+        for it in range(300):
+            if it % 3 == 0:
+                th = torch.where(torch.rand(c.shape, generator=g) < 0.5, box.lo[j], box.hi[j])
+            else:
+                th = c + (torch.rand(c.shape, generator=g, dtype=D) * 2 - 1) * rad[j]
+            gr = m.per_sample_grads(th, x, y).clamp(-0.5, 0.5).T
+            assert ((gr >= cb.lo[j] - 1e-12) & (gr <= cb.hi[j] + 1e-12)).all()
+
+
+def test_contracting_step_contracts_the_envelope():
+    """Full-batch logistic head with lambda < 1 and unclipped gradients: IBP adds the widths of
+    the per-sample gradients every step, CROWN's joint step bound sees the positive curvature."""
+    m = ModelSpec((3, 3), "ce")
+    x, y = _data(m, 400)
+    st = TrainSettings(steps=8, lr=0.5, clip=1.0, contraction=0.9)
+    th0 = m.init(0)
+    w = {}
+    for name in ("ibp", "crown"):
+        env = run_agt(m, th0, x, y, st, [1], certificate=get_certificate(name), progress=False)
+        w[name] = env.widths().sum(-1)
+    assert (w["crown"] <= w["ibp"] + 1e-12).all()
+    assert (w["crown"] < 0.5 * w["ibp"]).all()
+
+
+@pytest.mark.parametrize("widths,loss,bs", [((1, 1), "mse", 4), ((3, 1), "hinge", 5), ((2, 3), "ce", None),
+                                            ((2, 6, 1), "mse", 5)])
+def test_envelopes_contain_retrained_neighbours(widths, loss, bs):
+    from certdp.methods.audit import neighbours
+    m = ModelSpec(widths, loss)
+    N = 20
+    x, y = _data(m, N, seed=4)
+    st = TrainSettings(steps=12, lr=0.2, clip=0.2, batch_size=bs, contraction=0.9 if loss == "ce" else 1.0)
+    th0 = m.init(0)
+    plan = batch_plan(N, st)
+    ks = [1, 2, 4]
+    env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("crown"), plan=plan, progress=False)
+    ibp = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("ibp"), plan=plan, progress=False)
+    assert (env.widths() <= ibp.widths() + 1e-12).all()
+    for j, k in enumerate(ks):
+        for mode in ("random", "adversarial"):
+            X, Y = neighbours(mode, k, 40, x, y, plan, loss, widths[-1], torch.Generator().manual_seed(k))
+            th = train(m, th0.expand(40, -1), X, Y, st, plan=plan)
+            assert ((th >= env.lo[j] - 1e-10) & (th <= env.hi[j] + 1e-10)).all(), (mode, k)
+
+
+def _golden_case(widths, loss, lam):
+    m = ModelSpec(widths, loss)
+    x, y = _data(m, 8, seed=11)
+    st = TrainSettings(steps=1, lr=0.4, clip=0.25, contraction=lam)
+    c = m.init(7)
+    rad = torch.stack([torch.full_like(c, r) for r in (0.01, 0.1)])
+    return single_layer_step(m, Interval(c - rad, c + rad), x, y, torch.tensor([1, 3]), st)
+
+
+@pytest.mark.parametrize("widths,loss,lam", HEADS)
+def test_golden_step_bounds(widths, loss, lam):
+    nb = _golden_case(widths, loss, lam)
+    path = GOLDEN / f"crown_step_{loss}_{'x'.join(map(str, widths))}.json"
+    cur = {"lo": nb.lo.tolist(), "hi": nb.hi.tolist()}
+    if REGEN or not path.exists():
+        path.write_text(json.dumps(cur, indent=1))
+        if not REGEN:
+            pytest.skip(f"golden file created: {path.name}")
+    ref = json.loads(path.read_text())
+    assert torch.allclose(nb.lo, torch.tensor(ref["lo"], dtype=D), rtol=0, atol=1e-10)
+    assert torch.allclose(nb.hi, torch.tensor(ref["hi"], dtype=D), rtol=0, atol=1e-10)
