@@ -428,6 +428,11 @@ class MILP:
             lo[j] = torch.maximum(lo[j], l_t - marg)
             hi[j] = torch.minimum(hi[j], h_t + marg)
             self.stats.append({"window_start": steps[0], "k": int(ks[j]), **st})
+        secs = [st["seconds"] for _, _, st in res]
+        log.info("milp window steps %d-%d: %d radii in %.2f s of solver time (slowest radius %.2f s, "
+                 "<= %d binaries, %d objectives time-limited, %d fell back to the propagated box)",
+                 steps[0], steps[-1], len(res), sum(secs), max(secs), max(st["binaries"] for _, _, st in res),
+                 sum(st["time_limited"] for _, _, st in res), sum(st["fallback"] for _, _, st in res))
         # rounding/tolerance can never make lo > hi meaningful: keep the propagated box then
         bad = lo > hi
         if bool(bad.any()):
