@@ -120,6 +120,7 @@ class AGSSettings:
     ablation_compositions: tuple[str, ...] = ("basic", "optimal")
     ablation_draws: int = 3
     baselines: tuple[str, ...] = ("dpsgd_matched", "dpsgd_optimised", "pate")
+    baseline_draws: int | None = None          # matched DP-SGD draws (None: privacy.n_draws)
 
 
 def ags_settings(d: dict, steps: int) -> AGSSettings:
@@ -149,7 +150,8 @@ def ags_settings(d: dict, steps: int) -> AGSSettings:
         if b not in ("dpsgd_matched", "dpsgd_optimised", "pate"):
             raise ConfigError("ags.baselines", f"unknown '{b}'; allowed: dpsgd_matched, dpsgd_optimised, pate")
     return AGSSettings(n, S, comp, None if ratio is None else float(ratio), abl, acomp,
-                       int(d.get("ablation_draws", 3)), base)
+                       int(d.get("ablation_draws", 3)), base,
+                       None if d.get("baseline_draws") is None else int(d["baseline_draws"]))
 
 
 def schedule(steps: int, *, n: int = 1, sampling_steps=()) -> list[tuple[int, int]]:
@@ -164,8 +166,10 @@ def schedule(steps: int, *, n: int = 1, sampling_steps=()) -> list[tuple[int, in
 
 
 # ---------------------------------------------------------------------------- accounting
-# Thin local implementations (engineer B's certdp.privacy.accounting supersedes these when it
-# lands; the function names here are the ones this runner needs).
+# Basic/advanced/optimal composition come from certdp.privacy.accounting; ``optimal_delta`` and
+# ``advanced_epsilon`` below are an independent re-implementation kept as a cross-check in the
+# tests, and ``pld_epsilon`` composes the (eps0, delta0) dominating pair numerically.  (A Laplace
+# PLD does not apply to AGS releases: their noise scale is data-dependent.)
 def _log_binom(n: int, k: np.ndarray) -> np.ndarray:
     from scipy.special import gammaln
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
@@ -191,10 +195,11 @@ def advanced_epsilon(eps0: float, n: int, delta_slack: float) -> float:
 
 
 def pld_epsilon(eps0: float, delta0: float, n: int, delta: float) -> float:
-    """Numerical composition (dp-accounting PLD) of n (eps0, delta0)-DP dominating pairs."""
+    """Numerical composition (dp-accounting PLD, pessimistic) of n (eps0, delta0)-DP dominating
+    pairs; ``delta`` is the total (the pairs' delta0 mass is inside the PLD)."""
     from dp_accounting.pld import common, privacy_loss_distribution as pld
     p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps0, delta0),
-                                    value_discretization_interval=min(1e-3, eps0 / 50))
+                                    value_discretization_interval=min(1e-4, eps0 / 200))
     return float(p.self_compose(n).get_epsilon_for_delta(delta))
 
 
@@ -223,11 +228,13 @@ def per_release_budget(method: str, eps: float, delta: float, n: int) -> tuple[f
         return basic
     d0 = delta / (2 * n)
     if method == "advanced":
-        e0 = _bisect(lambda e: advanced_epsilon(e, n, delta / 2) <= eps, 0.0, eps)
+        from certdp.privacy.accounting import compose_advanced
+        e0 = _bisect(lambda e: compose_advanced(epsilon=e, delta=d0, n=n, delta_prime=delta / 2)[0] <= eps, 0.0, eps)
     elif method == "optimal":
-        e0 = _bisect(lambda e: optimal_delta(eps, e, d0, n) <= delta, 0.0, eps, iters=50)
+        from certdp.privacy.accounting import optimal_per_release_epsilon
+        e0 = optimal_per_release_epsilon(epsilon=eps, delta=delta, n=n, delta0=d0)
     else:
-        e0 = _bisect(lambda e: pld_epsilon(e, d0, n, delta - n * d0) <= eps, eps / n, eps, iters=25)
+        e0 = _bisect(lambda e: pld_epsilon(e, d0, n, delta) <= eps, eps / n, eps, iters=25)
     return (e0, d0) if e0 > basic[0] else basic
 
 
@@ -248,11 +255,15 @@ class SharedBoxes:
     """Per-sample gradient intervals on representative radii only (see module docstring).
 
     Groups: each radius k uses the smallest grid radius r >= k among {round(ratio^i)} and the
-    largest radius; radii >= b (batch size) take the trivial sum [-b gamma, b gamma]."""
+    largest radius; radii >= b (batch size) take the trivial sum [-b gamma, b gamma].  The
+    top-k sums are exact up to ``topk_cap``; beyond it each further removed lower (upper) bound
+    is bounded by the cap-th largest (smallest) one, which is exact when many samples are
+    clipped at the same value (the common case) and sound always."""
 
-    def __init__(self, base, ratio: float):
-        self.base, self.ratio = base, float(ratio)
+    def __init__(self, base, ratio: float, topk_cap: int = 256, use_base_step: bool = False):
+        self.base, self.ratio, self.topk_cap = base, float(ratio), int(topk_cap)
         self.name = f"{base.name}+shared{ratio:g}"
+        self.use_base_step = bool(use_base_step)
         self.memory_factor = 1e-9      # this wrapper manages its own memory: one chunk of radii
 
     def output_bounds(self, model, theta, x):
@@ -288,18 +299,24 @@ class SharedBoxes:
             for gi, r in enumerate(reps.tolist()):
                 members = small[rep[small] == r]
                 kk = ks[members]
-                kmax = int(kk.max())
+                kcap = min(int(kk.max()), self.topk_cap)
                 lo_g, hi_g = g.lo[gi], g.hi[gi]                   # [P, b]
-                top_lo = torch.topk(lo_g, kmax, dim=-1, largest=True).values.cumsum(-1)
-                bot_hi = torch.topk(hi_g, kmax, dim=-1, largest=False).values.cumsum(-1)
-                idx = kk - 1
+                top_lo = torch.topk(lo_g, kcap, dim=-1, largest=True).values     # descending
+                bot_hi = torch.topk(hi_g, kcap, dim=-1, largest=False).values    # ascending
+                # beyond the cap every further removed value is at most the cap-th largest
+                # lower bound (at least the cap-th smallest upper bound): a sound extension.
+                ext = (kk - kcap).clamp(min=0).to(DTYPE).unsqueeze(-1)          # [M, 1]
+                idx = kk.clamp(max=kcap) - 1
+                rm_lo = top_lo.cumsum(-1)[:, idx].T + ext * top_lo[:, -1]
+                rm_hi = bot_hi.cumsum(-1)[:, idx].T + ext * bot_hi[:, -1]
                 kg = (kk.to(DTYPE) * gamma).unsqueeze(-1)
-                s_lo = lo_g.sum(-1) - top_lo[:, idx].T - kg       # [M, P]
-                s_hi = hi_g.sum(-1) - bot_hi[:, idx].T + kg
+                s_lo = lo_g.sum(-1) - rm_lo - kg                  # [M, P]
+                s_hi = hi_g.sum(-1) - rm_hi + kg
                 lo_out[members] = lam * box.lo[members] - (lr / b) * s_hi
                 hi_out[members] = lam * box.hi[members] - (lr / b) * s_lo
             base_step = getattr(self.base, "step_bounds", None)
-            if base_step is not None and getattr(self.base, "name", "") != "ibp":
+            supports = getattr(self.base, "supports_step", None)
+            if self.use_base_step and base_step is not None and supports is not None and supports(model):
                 # the base engine's own (joint) step bound on the representative boxes: tighter there
                 rs = torch.unique(rep[small])
                 nb = base_step(model, Interval(box.lo[rs], box.hi[rs]), x, y, ks[rs], settings)
@@ -434,7 +451,9 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     if st.baselines:
         from certdp.methods.dpsgd import baseline_rows, set_raw_config
         set_raw_config(cfg)
-        rows += [{**common, **r} for r in baseline_rows(exp, st.baselines, pv, theta_np=theta_np, plan=plan)]
+        from dataclasses import replace
+        bpv = pv if st.baseline_draws is None else replace(pv, n_draws=st.baseline_draws)
+        rows += [{**common, **r} for r in baseline_rows(exp, st.baselines, bpv, theta_np=theta_np, plan=plan)]
     results = pd.DataFrame(rows)
     out = {"results": results, "certificate": certificate_frame(exp, first[0], first[1], pv)}
     eps_acc = sorted(set(pv.epsilons))

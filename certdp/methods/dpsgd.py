@@ -140,13 +140,16 @@ def _public(exp: Experiment):
 
 
 def dpsgd_optimised(exp: Experiment, cfg: dict, *, epsilon: float, delta: float, accountant: str,
-                    x, y, xt, yt, xs, ys) -> dict:
-    """Grid over (lr, clip, epochs, batch); chosen by accuracy on the selection set (xs, ys)."""
+                    x, y, xt, yt, xs, ys, fixed: dict | None = None) -> dict:
+    """Grid over (lr, clip, epochs, batch); chosen by accuracy on the selection set (xs, ys).
+    ``fixed`` (lr, clip, epochs, batch_size) skips the search (other accountants re-use the choice)."""
     grid = dict(cfg.get("grid") or {})
     lrs = grid.get("lr", [0.1, 0.5, 2.0])
     clips = grid.get("clip", [0.1, 1.0])
     epochs = grid.get("epochs", [5, 20])
     bss = grid.get("batch_size", [64, 256])
+    if fixed:
+        lrs, clips, epochs, bss = [fixed["lr"]], [fixed["clip"]], [fixed["epochs"]], [fixed["batch_size"]]
     model = exp.model
     n = x.shape[0]
     theta0 = model.init(exp.train.seed)
@@ -164,11 +167,15 @@ def dpsgd_optimised(exp: Experiment, cfg: dict, *, epsilon: float, delta: float,
                     sel = _acc(model, th, xs, ys)
                     if best is None or sel > best["selection_accuracy"]:
                         best = {"selection_accuracy": sel, "accuracy": _acc(model, th, xt, yt), "sigma": sigma,
-                                "hp": f"lr={lr} clip={c} epochs={ep} batch={bs}"}
+                                "hp": f"lr={lr} clip={c} epochs={ep} batch={bs}",
+                                "fixed": {"lr": lr, "clip": c, "epochs": ep, "batch_size": bs}}
     return best
 
 
 # ---------------------------------------------------------------------------- PATE
+_VOTES: dict = {}     # teacher votes on the pool, per (dataset, seed, N, T, training): independent of eps
+
+
 def pate_labels(votes: torch.Tensor, *, regime: str, epsilon: float, delta: float, gen) -> torch.Tensor:
     """Noisy argmax of vote histograms [m, C] answered with total budget (epsilon, delta)."""
     m = votes.shape[0]
@@ -191,19 +198,25 @@ def pate(exp: Experiment, cfg: dict, *, regime: str, epsilon: float, delta: floa
     C = 2 if binary else model.widths[-1]
     best = None
     perm = torch.as_tensor(np.random.default_rng(exp.seed + 17).permutation(n))
+    st = TrainSettings(steps=exp.train.steps, lr=exp.train.lr, clip=exp.train.clip, batch_size=None,
+                       contraction=exp.train.contraction, seed=exp.train.seed)
+    st_student = TrainSettings(steps=min(exp.train.steps, int(cfg.get("student_steps", 300))), lr=exp.train.lr,
+                               clip=exp.train.clip, batch_size=None, contraction=exp.train.contraction,
+                               seed=exp.train.seed)
     for T in cfg.get("teachers", [5, 10, 25, 50]):
         T = int(T)
         if T < 1 or n // T < 2:
             continue
-        size = n // T
-        shards = perm[: T * size].view(T, size)
-        st = TrainSettings(steps=exp.train.steps, lr=exp.train.lr, clip=exp.train.clip, batch_size=None,
-                           contraction=exp.train.contraction, seed=exp.train.seed)
-        th0 = model.init(exp.train.seed).expand(T, -1)
-        teachers = train(model, th0, x[shards], y[shards], st)          # [T, P]
-        pred = model.classify(teachers, xq)                              # [T, m_pool]
-        cls = ((pred + 1) // 2).long() if binary else pred.long()
-        votes = torch.nn.functional.one_hot(cls, C).sum(0).to(DTYPE)     # [m_pool, C]
+        key = (exp.dataset.name, exp.seed, n, T, exp.train)
+        if key not in _VOTES:
+            size = n // T
+            shards = perm[: T * size].view(T, size)
+            th0 = model.init(exp.train.seed).expand(T, -1)
+            teachers = train(model, th0, x[shards], y[shards], st)      # [T, P], non-private
+            pred = model.classify(teachers, xq)                          # [T, m_pool]
+            cls = ((pred + 1) // 2).long() if binary else pred.long()
+            _VOTES[key] = torch.nn.functional.one_hot(cls, C).sum(0).to(DTYPE)   # [m_pool, C]
+        votes = _VOTES[key]
         for m in cfg.get("queries", [50, 200, 1000]):
             m = min(int(m), votes.shape[0])
             accs_s, accs_t = [], []
@@ -211,7 +224,7 @@ def pate(exp: Experiment, cfg: dict, *, regime: str, epsilon: float, delta: floa
                 gen = generator_for(exp.seed, "pate", regime, epsilon, T, m, d)
                 lab = pate_labels(votes[:m], regime=regime, epsilon=epsilon, delta=delta, gen=gen)
                 yl = (2 * lab - 1).to(DTYPE) if binary else lab
-                stu = train(model, model.init(exp.train.seed), xq[:m], yl, st)
+                stu = train(model, model.init(exp.train.seed), xq[:m], yl, st_student)
                 accs_s.append(_acc(model, stu, xs, ys))
                 accs_t.append(_acc(model, stu, xt, yt))
             s = float(np.median(accs_s))
@@ -256,9 +269,11 @@ def baseline_rows(exp: Experiment, arms, pv, *, theta_np=None, plan=None) -> lis
                     log.warning("DP-SGD optimised needs a public selection set; skipped for %s", ds.name)
                 else:
                     ocfg = (exp_cfg(exp).get("dpsgd") or {}).get("optimised") or {}
+                    chosen = None
                     for acc_name in ocfg.get("accountants", ["prv", "rdp"]):
                         r = dpsgd_optimised(exp, ocfg, epsilon=eps, delta=delta, accountant=acc_name, x=x, y=y,
-                                            xt=xt, yt=yt, xs=pub[2], ys=pub[3])
+                                            xt=xt, yt=yt, xs=pub[2], ys=pub[3], fixed=chosen)
+                        chosen = chosen or r["fixed"]
                         rows.append({**base, "arm": "DP-SGD optimised", "mechanism": "gaussian",
                                      "composition": acc_name, "accuracy_median": r["accuracy"],
                                      "accuracy_mean": r["accuracy"], "n_draws": 1, "scale": r["sigma"],
