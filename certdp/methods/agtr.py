@@ -116,6 +116,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             "nonprivate_mae": np_mae, "nonprivate_mse": np_mse,
             "ss_mean": float(ss.mean()), "ss_median": float(ss.median()),
             "scale_mean": float(scale.mean()), "certificate": exp.certificate.get("name", "ibp"),
+            "frequency": exp.certificate.get("frequency"), "batch_size": exp.train.batch_size or ds.n_train,
             "k_max": timing["k_max"], "seed": exp.seed,
         })
     results = pd.DataFrame(rows)
