@@ -69,18 +69,18 @@ def generator_for(seed: int, *labels) -> torch.Generator:
 
 
 def trajectory_ceiling(n: int, settings: TrainSettings) -> float:
-    """Largest change of any parameter coordinate from substituting one record, for the
-    nominal algorithm with element-wise clipping: each step whose batch holds the substituted
-    index moves the mean gradient by at most 2*gamma/b per coordinate, later contracted by
-    lambda per step.  Worst case over which index is substituted."""
-    plan = batch_plan(n, settings)
-    b = plan.shape[1]
+    """Largest change of any parameter coordinate between the runs on two datasets that
+    differ in one record, for the nominal algorithm with element-wise clipping.
+
+    Once the substituted record has entered a batch the two trajectories separate, and from
+    then on *every* sample's clipped gradient may differ (they are evaluated at different
+    parameters), so a step can move a coordinate apart by up to lr * 2*gamma (the mean of b
+    differences each in [-2 gamma, 2 gamma]); earlier differences are contracted by lambda:
+    c = sum_t lr * 2 gamma * lambda^(T-1-t).  (Counting only the steps that contain the
+    substituted record, 2 gamma / b each, would ignore that divergence and is not sound.)"""
     T = settings.steps
-    weights = settings.lr * (2 * settings.clip / b) * settings.contraction ** torch.arange(T - 1, -1, -1, dtype=DTYPE)
-    per_index = torch.zeros(n, dtype=DTYPE)
-    for t in range(T):
-        per_index.index_add_(0, plan[t], weights[t].expand(b))
-    return float(per_index.max())
+    lam = torch.as_tensor(settings.contraction, dtype=DTYPE) ** torch.arange(T - 1, -1, -1, dtype=DTYPE)
+    return float((settings.lr * 2 * settings.clip * lam).sum())
 
 
 def global_sensitivity(exp: Experiment, xt: torch.Tensor) -> torch.Tensor | None:
