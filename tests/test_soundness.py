@@ -128,3 +128,22 @@ def test_compiled_fused_pass_matches_eager(monkeypatch):
     if ibp._COMPILE["failed"]:
         pytest.skip("torch.compile is not available on this machine")
     assert torch.allclose(fused.lo, eager.lo, atol=1e-11) and torch.allclose(fused.hi, eager.hi, atol=1e-11)
+
+
+def test_trajectory_ceiling_bounds_retrained_neighbours():
+    """The linear model's trajectory global sensitivity covers real one-record substitutions,
+    including the divergence of every other sample's gradient after the first difference."""
+    from certdp.methods.common import trajectory_ceiling
+    gen = torch.Generator().manual_seed(5)
+    m = ModelSpec((2, 1), "mse")
+    n = 30
+    x = torch.rand(n, 2, generator=gen, dtype=torch.float64) * 2 - 1
+    y = x.sum(1) + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    for bs in (None, 4):
+        s = TrainSettings(steps=15, lr=0.5, clip=0.3, batch_size=bs, seed=2)
+        c = trajectory_ceiling(n, s)
+        th0 = m.init(1)
+        base = train(m, th0, x, y, s)
+        xs, ys = neighbours(x, y, 1, 200, gen, batch_plan(n, s))
+        tht = train(m, th0.expand(200, -1), xs, ys, s)
+        assert bool(((tht - base).abs() <= c + 1e-12).all())
