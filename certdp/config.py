@@ -66,8 +66,10 @@ def train_settings(d: dict, seed: int) -> TrainSettings:
 class StaircaseSettings:
     """Radii K at which envelopes are computed.
 
-    ``kind``: ``range`` (k_min..k_max step ``step``), ``geometric`` (k_min * ratio^i up to k_max),
-    or ``list`` (``values``).  ``k_max`` may exceed N; radii are capped at N.  ``include_n``
+    ``kind``: ``range`` (k_min..k_max step ``step``), ``geometric`` (every radius up to
+    ``dense_until``, then growing by ``ratio`` up to k_max, k_max included), or ``list``
+    (``values``).  Radii left out are back-filled by the next computed one (sound, slightly
+    looser).  ``k_max`` may exceed N; radii are capped at N.  ``include_n``
     adds N itself, which covers every radius without a global sensitivity."""
 
     kind: str = "range"
@@ -77,15 +79,18 @@ class StaircaseSettings:
     ratio: float = 2.0
     values: tuple[int, ...] = ()
     include_n: bool = False
+    dense_until: int = 1
 
     def radii(self, n: int) -> list[int]:
         if self.kind == "range":
             ks = list(range(self.k_min, self.k_max + 1, self.step))
         elif self.kind == "geometric":
-            ks, k = [], float(self.k_min)
+            ks = list(range(self.k_min, min(self.dense_until, self.k_max) + 1))
+            k = float(ks[-1] if ks else self.k_min)
             while k <= self.k_max:
                 ks.append(int(round(k)))
-                k *= self.ratio
+                k = max(k * self.ratio, k + 1)
+            ks.append(self.k_max)
         else:
             ks = list(self.values)
         ks = sorted({min(int(k), n) for k in ks if k >= 1})
@@ -105,7 +110,8 @@ def staircase_settings(d: dict) -> StaircaseSettings:
         raise ConfigError("staircase.values", "kind=list needs a list of radii, e.g. staircase.values=[1,2,4,8]")
     s = StaircaseSettings(kind=kind, k_min=int(d.get("k_min", 1)), k_max=int(d.get("k_max", 28)),
                           step=int(d.get("step", 1)), ratio=float(d.get("ratio", 2.0)),
-                          values=tuple(int(v) for v in vals), include_n=bool(d.get("include_n", False)))
+                          values=tuple(int(v) for v in vals), include_n=bool(d.get("include_n", False)),
+                          dense_until=int(d.get("dense_until") or 1))
     if s.k_min < 1:
         raise ConfigError("staircase.k_min", f"must be >= 1 (got {s.k_min})")
     if s.k_max < s.k_min and kind != "list":
