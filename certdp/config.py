@@ -133,11 +133,11 @@ class PrivacySettings:
     global_sensitivity: str     # range | trajectory | min | none
 
 
-def privacy_settings(d: dict) -> PrivacySettings:
-    from certdp.privacy.mechanisms import MECHANISMS
+def parse_epsilons(d: dict) -> tuple[float, ...]:
+    """``privacy.epsilons``: a number or a list of finite numbers > 0."""
     eps = d.get("epsilons")
     if eps is None:
-        raise ConfigError("privacy.epsilons", "is required")
+        raise ConfigError("privacy.epsilons", "is required, e.g. privacy.epsilons=[1,10]")
     if not isinstance(eps, (list, tuple)):
         eps = [eps]
     out = []
@@ -147,14 +147,26 @@ def privacy_settings(d: dict) -> PrivacySettings:
         except (TypeError, ValueError):
             raise ConfigError("privacy.epsilons", f"must be numbers > 0 (got {e!r})")
         if not (e > 0 and math.isfinite(e)):
-            raise ConfigError("privacy.epsilons", f"every epsilon must be > 0 (got {e})")
+            raise ConfigError("privacy.epsilons", f"every epsilon must be a finite number > 0 (got {e})")
         out.append(e)
+    return tuple(out)
+
+
+def parse_delta(d: dict, default: float = 1e-5) -> float:
+    """``privacy.delta`` in (0, 1)."""
     try:
-        delta = float(d.get("delta", 1e-5))
+        delta = float(d.get("delta", default))
     except (TypeError, ValueError):
         raise ConfigError("privacy.delta", f"must be a number in (0, 1) (got {d.get('delta')!r})")
     if not 0 < delta < 1:
         raise ConfigError("privacy.delta", f"must be in (0, 1) (got {delta})")
+    return delta
+
+
+def privacy_settings(d: dict) -> PrivacySettings:
+    from certdp.privacy.mechanisms import MECHANISMS
+    out = parse_epsilons(d)
+    delta = parse_delta(d)
     rel = d.get("releases") or list(MECHANISMS)
     if isinstance(rel, str):
         rel = [rel]
@@ -177,7 +189,7 @@ def privacy_settings(d: dict) -> PrivacySettings:
     gs = d.get("global_sensitivity", "range")
     if gs not in ("range", "trajectory", "min", "none"):
         raise ConfigError("privacy.global_sensitivity", f"unknown '{gs}'; allowed: range, trajectory, min, none")
-    p = PrivacySettings(tuple(out), delta, tuple(rel), beta, n_draws, gs)
+    p = PrivacySettings(out, delta, tuple(rel), beta, n_draws, gs)
     # Instantiate every mechanism once so that a beta above a limit fails before any training.
     mechanisms_for(p)
     return p

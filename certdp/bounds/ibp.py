@@ -97,6 +97,17 @@ def loss_grad_bounds(model: ModelSpec, out: Interval, y: torch.Tensor) -> Interv
     return Interval(p_lo - onehot, p_hi - onehot)
 
 
+def backprop_relu(delta: Interval, w: Interval, z: Interval) -> Interval:
+    """Delta of the previous layer: (delta @ W) times the ReLU derivative s in [s_lo, s_hi]
+    (1 if the pre-activation z is surely > 0, 0 if surely <= 0, else [0, 1]); written as
+    arithmetic because torch.where is slow on CPU here."""
+    back = matmul_midrad(delta, w)
+    s_lo = (z.lo > 0).to(back.lo.dtype)
+    s_un = (z.hi > 0).to(back.lo.dtype) - s_lo
+    return Interval(s_lo * back.lo + s_un * back.lo.clamp(max=0),
+                    s_lo * back.hi + s_un * back.hi.clamp(min=0))
+
+
 def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor,
                     clip: float) -> Interval:
     """Clipped per-sample gradient intervals [K, P, n] (samples last) over the box [K, P].
@@ -129,16 +140,7 @@ def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch
         lo_buf[:, sb] = dlo.squeeze(-2)
         hi_buf[:, sb] = dhi.squeeze(-2)
         if l > 0:
-            w = Interval(lo_layers[l][0], hi_layers[l][0])
-            back = matmul_midrad(delta, w)
-            # ReLU derivative s in [s_lo, s_hi] (1 surely active, 0 surely inactive, else
-            # [0, 1]); written as arithmetic because torch.where is slow on CPU here.
-            z = pres[l - 1]
-            s_lo = (z.lo > 0).to(back.lo.dtype)
-            s_un = (z.hi > 0).to(back.lo.dtype) - s_lo
-            dl = s_lo * back.lo + s_un * back.lo.clamp(max=0)
-            dh = s_lo * back.hi + s_un * back.hi.clamp(min=0)
-            delta = Interval(dl, dh)
+            delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
     lo_buf.clamp_(-clip, clip)
     hi_buf.clamp_(-clip, clip)
     return Interval(lo_buf, hi_buf)
@@ -191,13 +193,7 @@ def gradient_sum_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: t
             stats[j][:, sw] = r[j].reshape(K, o * i)
             stats[j][:, sb] = rb[j]
         if l > 0:
-            w = Interval(lo_layers[l][0], hi_layers[l][0])
-            back = matmul_midrad(delta, w)
-            z = pres[l - 1]
-            s_lo = (z.lo > 0).to(back.lo.dtype)
-            s_un = (z.hi > 0).to(back.lo.dtype) - s_lo
-            delta = Interval(s_lo * back.lo + s_un * back.lo.clamp(max=0),
-                             s_lo * back.hi + s_un * back.hi.clamp(min=0))
+            delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
     b = x.shape[0]
     kf = ks.clamp(max=b).to(theta.lo.dtype).unsqueeze(-1)
     lo_sum, lo_max, hi_sum, hi_min = stats

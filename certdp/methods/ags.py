@@ -48,6 +48,7 @@ from certdp import DTYPE
 from certdp.agt import Envelopes, run_agt
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
+from certdp.config import parse_delta, parse_epsilons
 from certdp.methods.common import Experiment, build_experiment, generator_for, tensors
 from certdp.privacy.mechanisms import PARAMETER_MECHANISMS, parameter_mechanism
 from certdp.privacy.sensitivity import Staircase, staircase
@@ -71,25 +72,8 @@ class AGSPrivacy:
 
 
 def ags_privacy_settings(d: dict) -> AGSPrivacy:
-    eps = d.get("epsilons")
-    if eps is None:
-        raise ConfigError("privacy.epsilons", "is required, e.g. privacy.epsilons=[1,10,100]")
-    eps = eps if isinstance(eps, (list, tuple)) else [eps]
-    out = []
-    for e in eps:
-        try:
-            e = float(e)
-        except (TypeError, ValueError):
-            raise ConfigError("privacy.epsilons", f"must be numbers > 0 (got {e!r})")
-        if not (e > 0 and math.isfinite(e)):
-            raise ConfigError("privacy.epsilons", f"every epsilon must be a finite number > 0 (got {e})")
-        out.append(e)
-    try:
-        delta = float(d.get("delta", 1e-5))
-    except (TypeError, ValueError):
-        raise ConfigError("privacy.delta", f"must be a number in (0, 1) (got {d.get('delta')!r})")
-    if not 0 < delta < 1:
-        raise ConfigError("privacy.delta", f"must be in (0, 1) (got {delta})")
+    out = list(parse_epsilons(d))
+    delta = parse_delta(d)
     rel = d.get("releases") or ["cauchy_p", "laplace_p"]
     rel = [rel] if isinstance(rel, str) else list(rel)
     for r in rel:
