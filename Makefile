@@ -11,7 +11,7 @@ install:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,text,hybrid,launchers]' torch==2.13.0
 
 test:
 	$(BIN)/python -m pytest
