@@ -163,26 +163,37 @@ def parse_delta(d: dict, default: float = 1e-5) -> float:
     return delta
 
 
+def parse_choices(d: dict, key: str, allowed, default, *, what: str = "value") -> tuple[str, ...]:
+    """A name or a list of names from ``allowed`` (``key`` is the dotted config key)."""
+    name = key.rsplit(".", 1)[-1]
+    vals = d.get(name) or list(default)
+    vals = [vals] if isinstance(vals, str) else list(vals)
+    for v in vals:
+        if v not in allowed:
+            raise ConfigError(key, f"unknown {what} '{v}'; allowed: {', '.join(allowed)}")
+    return tuple(vals)
+
+
+def parse_beta(d: dict) -> float | None:
+    """``privacy.beta``: 'auto' (None: each mechanism's rule) or a number > 0."""
+    beta = d.get("beta", "auto")
+    if beta in (None, "auto"):
+        return None
+    try:
+        beta = float(beta)
+    except (TypeError, ValueError):
+        raise ConfigError("privacy.beta", f"must be 'auto' or a number > 0 (got {beta!r})")
+    if beta <= 0:
+        raise ConfigError("privacy.beta", f"must be > 0 (got {beta})")
+    return beta
+
+
 def privacy_settings(d: dict) -> PrivacySettings:
     from certdp.privacy.mechanisms import MECHANISMS
     out = parse_epsilons(d)
     delta = parse_delta(d)
-    rel = d.get("releases") or list(MECHANISMS)
-    if isinstance(rel, str):
-        rel = [rel]
-    for r in rel:
-        if r not in MECHANISMS:
-            raise ConfigError("privacy.releases", f"unknown release '{r}'; allowed: {', '.join(MECHANISMS)}")
-    beta = d.get("beta", "auto")
-    if beta in (None, "auto"):
-        beta = None
-    else:
-        try:
-            beta = float(beta)
-        except (TypeError, ValueError):
-            raise ConfigError("privacy.beta", f"must be 'auto' or a number > 0 (got {beta!r})")
-        if beta <= 0:
-            raise ConfigError("privacy.beta", f"must be > 0 (got {beta})")
+    rel = parse_choices(d, "privacy.releases", MECHANISMS, MECHANISMS, what="release")
+    beta = parse_beta(d)
     n_draws = int(d.get("n_draws", 200))
     if n_draws < 1:
         raise ConfigError("privacy.n_draws", f"must be >= 1 (got {n_draws})")

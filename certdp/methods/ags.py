@@ -48,7 +48,7 @@ from certdp import DTYPE
 from certdp.agt import Envelopes, run_agt
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
-from certdp.config import parse_delta, parse_epsilons
+from certdp.config import parse_beta, parse_choices, parse_delta, parse_epsilons
 from certdp.methods.common import Experiment, build_experiment, generator_for, tensors
 from certdp.privacy.mechanisms import PARAMETER_MECHANISMS, parameter_mechanism
 from certdp.privacy.sensitivity import Staircase, staircase
@@ -74,19 +74,8 @@ class AGSPrivacy:
 def ags_privacy_settings(d: dict) -> AGSPrivacy:
     out = list(parse_epsilons(d))
     delta = parse_delta(d)
-    rel = d.get("releases") or ["cauchy_p", "laplace_p"]
-    rel = [rel] if isinstance(rel, str) else list(rel)
-    for r in rel:
-        if r not in PARAMETER_MECHANISMS:
-            raise ConfigError("privacy.releases", f"unknown AGS release '{r}'; allowed: {', '.join(PARAMETER_MECHANISMS)}")
-    beta = d.get("beta", "auto")
-    if beta in (None, "auto"):
-        beta = None
-    else:
-        try:
-            beta = float(beta)
-        except (TypeError, ValueError):
-            raise ConfigError("privacy.beta", f"must be 'auto' or a number > 0 (got {beta!r})")
+    rel = parse_choices(d, "privacy.releases", PARAMETER_MECHANISMS, ["cauchy_p", "laplace_p"], what="AGS release")
+    beta = parse_beta(d)
     n_draws = int(d.get("n_draws", 101))
     if n_draws < 1:
         raise ConfigError("privacy.n_draws", f"must be >= 1 (got {n_draws})")

@@ -33,6 +33,7 @@ import torch
 from certdp import DTYPE
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
+from certdp.config import parse_choices
 from certdp.errors import ConfigError
 from certdp.methods.common import build_experiment, generator_for, tensors
 from certdp.training import batch_plan, train
@@ -60,12 +61,7 @@ def audit_settings(cfg: dict) -> tuple[int, list[int], tuple[str, ...], int]:
         raise ConfigError("audit.radii", f"must be a list of integers >= 1 (got {a.get('radii')!r})")
     if radii[0] < 1:
         raise ConfigError("audit.radii", f"must be integers >= 1 (got {radii})")
-    modes = a.get("modes") or list(MODES)
-    if isinstance(modes, str):
-        modes = [modes]
-    for m in modes:
-        if m not in MODES:
-            raise ConfigError("audit.modes", f"unknown mode '{m}'; allowed: {', '.join(MODES)}")
+    modes = list(parse_choices(a, "audit.modes", MODES, MODES, what="mode"))
     n_test = int(a.get("n_test", 200))
     if n_test < 1:
         raise ConfigError("audit.n_test", f"must be >= 1 (got {n_test})")
