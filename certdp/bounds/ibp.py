@@ -203,6 +203,13 @@ def gradient_sum_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: t
 _COMPILED: dict = {}
 _COMPILE = {"failed": False}
 COMPILE_MIN_ELEMENTS = 4_000_000   # K * n * P above which the fused (compiled) pass pays off
+# Smaller calls are compiled too once this process has spent COMPILE_AFTER_WORK elements of eager
+# work on the same (model, clip): many calls of one shape (PATE shards of a few hundred records,
+# 330 steps each) amortise the ~30 s compile just as well as a few big ones.  Calls below
+# COMPILE_FLOOR stay eager (tiny problems: tests, linear heads).
+COMPILE_AFTER_WORK = 1_000_000_000
+COMPILE_FLOOR = 100_000
+_EAGER_WORK: dict = {}
 
 
 def _compiled_sum_bounds(model: ModelSpec, clip: float):
@@ -235,7 +242,10 @@ class IBP:
         """Bounds on the batch sum of clipped gradients for every radius (see ``agt``)."""
         if self.aggregation == "max":
             size = theta.lo.shape[0] * x.shape[0] * model.n_params
-            if size >= COMPILE_MIN_ELEMENTS and not _COMPILE["failed"] and \
+            key = (model, float(clip))
+            big = size >= COMPILE_MIN_ELEMENTS or (
+                size >= COMPILE_FLOOR and _EAGER_WORK.get(key, 0) >= COMPILE_AFTER_WORK)
+            if big and not _COMPILE["failed"] and \
                     os.environ.get("CERTDP_NO_COMPILE", "0") in ("", "0"):
                 try:
                     lo, hi = _compiled_sum_bounds(model, clip)(theta.lo, theta.hi, x, y, ks)
@@ -244,6 +254,7 @@ class IBP:
                     import logging
                     logging.getLogger("certdp").warning("torch.compile unavailable (%s); eager IBP", type(e).__name__)
                     _COMPILE["failed"] = True
+            _EAGER_WORK[key] = _EAGER_WORK.get(key, 0) + size
             return gradient_sum_bounds(model, theta, x, y, ks, clip)
         from certdp.agt import aggregate_batch
         return aggregate_batch(gradient_bounds(model, theta, x, y, clip), ks, clip, "topk")

@@ -57,6 +57,8 @@ SOLVERS = ("highs", "cbc")
 # tolerance (set to 1e-9 below); a window of F steps accumulates at most ~F such errors per
 # coordinate.  The margin is far below any envelope width of interest.
 TOL_ABS = 1e-7
+HIGHS_TOLERANCES = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9,
+                    "mip_feasibility_tolerance": 1e-9}
 
 
 # ------------------------------------------------------------------------ problem description
@@ -214,8 +216,7 @@ def _highs():
 def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
     import highspy
     h = _highs()
-    for name, v in (("threads", 1), ("primal_feasibility_tolerance", 1e-9),
-                    ("dual_feasibility_tolerance", 1e-9), ("mip_feasibility_tolerance", 1e-9),
+    for name, v in (("threads", 1), *HIGHS_TOLERANCES.items(),
                     ("mip_rel_gap", mip_gap), ("mip_abs_gap", 1e-10), ("time_limit", float(time_limit))):
         h.setOptionValue(name, v)
     inf = highspy.kHighsInf
