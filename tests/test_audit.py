@@ -87,3 +87,52 @@ def test_bad_audit_settings(key, val):
     with pytest.raises(ConfigError) as e:
         audit.run(cfg, progress=False)
     assert e.value.key == f"audit.{key}"
+
+
+def test_smoothness_check_linear_crown():
+    """The beta-smoothness of the AGT staircase (paper Thm 3.2's assumption), checked on
+    recertified neighbours: CROWN on linear regression stays within e^beta."""
+    cfg = _cfg({"name": "crown"})
+    cfg["audit"].update(radii=[1], repeats=10, smoothness=3)
+    cfg["privacy"].update(epsilons=[0.5, 2.0], releases=["cauchy", "laplace"])
+    out = audit.run(cfg, progress=False)
+    df = out["audit"]
+    sm = df[df["mode"].str.startswith("smoothness")]
+    assert set(sm["mode"]) == {"smoothness-random", "smoothness-adversarial"}
+    assert len(sm) == 2 * sm["beta"].nunique() and sm["beta"].nunique() >= 3
+    assert (sm["smoothness_ratio"] > 0).all() and (sm["smoothness_ratio"] <= 1 + 1e-9).all()
+    assert "_exit_code" not in out
+
+
+class _DataScaled(_Nominal):
+    """Sound-looking but not smooth: the envelope's width scales with the largest |label|, which
+    one adversarial substitution multiplies by ~1000."""
+
+    name = "datascaled"
+
+    def step_bounds(self, model, box, x, y, ks, settings):
+        nb = super().step_bounds(model, box, x, y, ks, settings)
+        w = 1e-3 * float(y.abs().max()) * ks.to(nb.lo.dtype).unsqueeze(-1)
+        return Interval(nb.lo - w, nb.hi + w)
+
+
+def test_smoothness_check_catches_a_non_smooth_bound():
+    register_certificate("datascaled")(_DataScaled)
+    try:
+        cfg = _cfg({"name": "datascaled"})
+        cfg["audit"].update(radii=[1], repeats=2, smoothness=2, modes=["adversarial"])
+        cfg["privacy"].update(epsilons=[1.0], releases=["laplace"])
+        out = audit.run(cfg, progress=False)
+    finally:
+        CERTIFICATES.pop("datascaled", None)
+    sm = out["audit"][out["audit"]["mode"] == "smoothness-adversarial"]
+    assert sm["smoothness_violations"].iloc[0] > 0 and (sm["smoothness_ratio"] > 1).all()
+    assert out.get("_exit_code") == 1
+
+
+def test_bad_smoothness_setting():
+    cfg = _cfg({"name": "ibp"})
+    cfg["audit"]["smoothness"] = -1
+    with pytest.raises(ConfigError) as e:
+        audit.run(cfg, progress=False)
+    assert e.value.key == "audit.smoothness"

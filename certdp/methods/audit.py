@@ -14,6 +14,15 @@ the nominal run (all R at once: ``train`` takes x [R, N, d], theta [R, P]).  Per
   (per coordinate, over max(hi - theta, theta - lo)) and outputs (per test point).  1 is tight;
   above 1 is a violation.
 
+``audit.smoothness=R_s`` (regression, default 0 = off) also checks the *beta-smoothness* of the
+AGT staircase that paper Theorem 3.2 assumes: for R_s neighbours D' at distance 1 per mode, AGT is
+rerun from D' (same init and plan) and, for every test point and every beta of the configured
+smooth releases, SS^beta(D) <= e^beta SS^beta(D') and SS^beta(D') <= e^beta SS^beta(D) are
+checked (``smoothness_violations``; ``smoothness_ratio`` is the largest observed
+max(S/S', S'/S) / e^beta, <= 1 when smooth).  Exact reachable sets satisfy this; computed
+over-approximations from different nominal datasets are not guaranteed to, so this is an empirical
+check of an assumption, not of a certificate.
+
 Modes: ``random`` substitutes k uniformly chosen records by random records (features uniform in
 the training range, labels uniform in the label range / a random class); ``adversarial``
 substitutes the k records that occur in the most batches by records that saturate the clipped
@@ -42,6 +51,51 @@ log = logging.getLogger("certdp")
 
 MODES = ("random", "adversarial")
 TOL = 1e-10
+
+
+def smoothness_repeats(cfg: dict) -> int:
+    v = (cfg.get("audit") or {}).get("smoothness", 0)
+    try:
+        r = int(v or 0)
+    except (TypeError, ValueError):
+        r = -1
+    if r < 0:
+        raise ConfigError("audit.smoothness", f"must be an integer >= 0 (neighbours to recertify; got {v!r})")
+    return r
+
+
+def smoothness_check(exp, sc, x, y, xt, plan, ks, cert, betas, R: int, modes, n_classes, progress=False):
+    """Rows of the beta-smoothness check (see the module docstring)."""
+    import dataclasses
+    from certdp.methods.agtr import prediction_staircase
+    theta0 = exp.model.init(exp.train.seed)
+    bt = torch.as_tensor(sorted(set(betas)), dtype=DTYPE)
+    s_d = sc.smooth(bt)                                                        # [n, B]
+    rows = []
+    for mode in modes:
+        gen = generator_for(exp.seed, "audit-smooth", mode)
+        X, Y = neighbours(mode, 1, R, x, y, plan, exp.model.loss, n_classes, gen)
+        worst = torch.zeros(len(bt), dtype=DTYPE)
+        viol = 0
+        for r in range(R):
+            env_r = run_agt(exp.model, theta0, X[r], Y[r], exp.train, ks, certificate=cert, plan=plan, progress=False)
+            exp_r = dataclasses.replace(exp, dataset=dataclasses.replace(
+                exp.dataset, x_train=X[r].numpy(), y_train=Y[r].numpy()))
+            sc_r, _ = prediction_staircase(exp_r, env_r, xt, cert)
+            s_r = sc_r.smooth(bt)
+            ratio = torch.maximum(s_d / s_r.clamp(min=1e-300), s_r / s_d.clamp(min=1e-300))   # [n, B]
+            lim = torch.exp(bt)
+            bad = ratio > lim * (1 + 1e-9)
+            viol += int(bad.any(-1).sum())
+            worst = torch.maximum(worst, (ratio / lim).amax(0))
+        for j, b in enumerate(bt.tolist()):
+            rows.append({"dataset": exp.dataset.name, "certificate": exp.certificate.get("name", "ibp"),
+                         "k": 1, "mode": f"smoothness-{mode}", "repeats": R, "beta": b,
+                         "smoothness_violations": viol if j == 0 else np.nan,
+                         "smoothness_ratio": float(worst[j]), "seed": exp.seed})
+        log.info("audit smoothness %-11s: %d (test point, neighbour) pairs above e^beta; worst ratio / e^beta %s",
+                 mode, viol, ", ".join(f"{float(w):.3f} (beta {b:.3g})" for w, b in zip(worst, bt.tolist())))
+    return rows, any(r["smoothness_violations"] for r in rows if r["smoothness_violations"] == r["smoothness_violations"])
 
 
 def audit_settings(cfg: dict) -> tuple[int, list[int], tuple[str, ...], int]:
@@ -199,6 +253,17 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             log.info("audit k=%d %-11s violations: params %d, outputs %d%s; tightness params %.3f outputs %.3f",
                      k, mode, p_viol, o_viol, "" if s_viol is None else f", staircase {s_viol}", p_ratio, o_ratio)
     log.info("audit: AGT %.1f s, retraining %.1f s", t_agt, time.perf_counter() - t1)
+    R_s = smoothness_repeats(cfg)
+    if R_s:
+        if path is None:
+            raise ConfigError("audit.smoothness", "needs a regression dataset with a staircase (linear, california, csv)")
+        from certdp.config import mechanisms_for
+        betas = [float(m.beta) for m in mechanisms_for(exp.privacy) if getattr(m, "beta", None)]
+        if not betas:
+            raise ConfigError("audit.smoothness", "no smooth release in privacy.releases to take beta from")
+        srows, s_bad = smoothness_check(exp, path, x, y, xt, plan, ks, cert, betas, R_s, modes, n_classes)
+        rows += srows
+        any_violation |= s_bad
     out = {"audit": pd.DataFrame(rows)}
     if any_violation:
         log.error("audit: the certificate was violated")
