@@ -170,10 +170,14 @@ def advanced_epsilon(eps0: float, n: int, delta_slack: float) -> float:
 def pld_epsilon(eps0: float, delta0: float, n: int, delta: float) -> float:
     """Numerical composition (dp-accounting PLD, pessimistic) of n (eps0, delta0)-DP dominating
     pairs; ``delta`` is the total (the pairs' delta0 mass is inside the PLD)."""
+    import warnings
     from dp_accounting.pld import common, privacy_loss_distribution as pld
-    p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps0, delta0),
-                                    value_discretization_interval=min(1e-4, eps0 / 200))
-    return float(p.self_compose(n).get_epsilon_for_delta(delta))
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        # overflow in dp_accounting's tail-mass logs at large eps0: it handles the inf itself
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"dp_accounting\.")
+        p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps0, delta0),
+                                        value_discretization_interval=min(1e-4, eps0 / 200))
+        return float(p.self_compose(n).get_epsilon_for_delta(delta))
 
 
 def _bisect(ok, lo: float, hi: float, iters: int = 60) -> float:
