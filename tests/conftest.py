@@ -14,3 +14,28 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CERTDP_OUT_TMP", str(tmp_path_factory.mktemp("out")))
     torch.manual_seed(0)
     yield
+
+
+GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "golden")
+
+
+@pytest.fixture
+def check_golden():
+    """Compare an interval (lo, hi) with tests/golden/<name>.json (created on first run and
+    rewritten with CERTDP_REGEN_GOLDEN=1) to absolute tolerance ``atol``."""
+    import json
+    from pathlib import Path
+
+    regen = os.environ.get("CERTDP_REGEN_GOLDEN", "0") not in ("", "0")
+
+    def check(name: str, lo: torch.Tensor, hi: torch.Tensor, atol: float):
+        path = Path(GOLDEN_DIR) / name
+        if regen or not path.exists():
+            path.write_text(json.dumps({"lo": lo.tolist(), "hi": hi.tolist()}, indent=1))
+            if not regen:
+                pytest.skip(f"golden file created: {path.name}")
+        ref = json.loads(path.read_text())
+        assert torch.allclose(lo, torch.tensor(ref["lo"], dtype=lo.dtype), rtol=0, atol=atol)
+        assert torch.allclose(hi, torch.tensor(ref["hi"], dtype=hi.dtype), rtol=0, atol=atol)
+
+    return check

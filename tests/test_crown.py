@@ -1,9 +1,6 @@
 """CROWN: sound against sampled parameters and retrained neighbours, never wider than IBP,
 contracting on contracting steps; golden bounds for small fixed cases."""
 
-import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,8 +13,6 @@ from certdp.bounds.interval import Interval
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan, train
 
-GOLDEN = Path(__file__).parent / "golden"
-REGEN = os.environ.get("CERTDP_REGEN_GOLDEN", "0") not in ("", "0")
 D = torch.float64
 
 
@@ -139,14 +134,6 @@ def _golden_case(widths, loss, lam):
 
 
 @pytest.mark.parametrize("widths,loss,lam", HEADS)
-def test_golden_step_bounds(widths, loss, lam):
+def test_golden_step_bounds(widths, loss, lam, check_golden):
     nb = _golden_case(widths, loss, lam)
-    path = GOLDEN / f"crown_step_{loss}_{'x'.join(map(str, widths))}.json"
-    cur = {"lo": nb.lo.tolist(), "hi": nb.hi.tolist()}
-    if REGEN or not path.exists():
-        path.write_text(json.dumps(cur, indent=1))
-        if not REGEN:
-            pytest.skip(f"golden file created: {path.name}")
-    ref = json.loads(path.read_text())
-    assert torch.allclose(nb.lo, torch.tensor(ref["lo"], dtype=D), rtol=0, atol=1e-10)
-    assert torch.allclose(nb.hi, torch.tensor(ref["hi"], dtype=D), rtol=0, atol=1e-10)
+    check_golden(f"crown_step_{loss}_{'x'.join(map(str, widths))}.json", nb.lo.to(D), nb.hi.to(D), atol=1e-10)

@@ -1,9 +1,6 @@
 """MILP windows: sound against retrained neighbours, never looser than IBP at F = 1, only proven
 bounds on time-out, CBC agrees with HiGHS; golden bounds for a small fixed case."""
 
-import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +12,6 @@ from certdp.methods.audit import neighbours
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan, train
 
-GOLDEN = Path(__file__).parent / "golden"
-REGEN = os.environ.get("CERTDP_REGEN_GOLDEN", "0") not in ("", "0")
 D = torch.float64
 
 
@@ -110,17 +105,9 @@ def test_unsupported_model_is_a_config_error():
 
 
 @pytest.mark.parametrize("loss", ["mse", "hinge"])
-def test_golden_window(loss):
+def test_golden_window(loss, check_golden):
     m, x, y, st = _problem(loss)
     env = run_agt(m, m.init(0), x, y, st, [1, 2], certificate=get_certificate("milp", frequency=3, workers=1),
                   progress=False)
-    path = GOLDEN / f"milp_F3_{loss}.json"
-    cur = {"lo": env.lo.tolist(), "hi": env.hi.tolist()}
-    if REGEN or not path.exists():
-        path.write_text(json.dumps(cur, indent=1))
-        if not REGEN:
-            pytest.skip(f"golden file created: {path.name}")
-    ref = json.loads(path.read_text())
     # solver bounds: a tolerance above the MIP gap, far below the widths (~1e-2)
-    assert torch.allclose(env.lo, torch.tensor(ref["lo"], dtype=D), rtol=0, atol=1e-5)
-    assert torch.allclose(env.hi, torch.tensor(ref["hi"], dtype=D), rtol=0, atol=1e-5)
+    check_golden(f"milp_F3_{loss}.json", env.lo.to(D), env.hi.to(D), atol=1e-5)
