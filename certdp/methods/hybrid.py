@@ -761,6 +761,14 @@ def dpsgd_head(s: HybridSettings, f: Features, *, epsilon: float, delta: float, 
 
 
 # ============================================================================ runner
+def _head_fields(s, r: dict, f, cert: dict) -> dict:
+    """The result columns every AGS-head row shares (hybrid and frozen_ags arms)."""
+    return {"u": r["u"], "beta": r["beta"], "noise_scale": r["scale"], "n_draws": s.head.n_draws,
+            "nonprivate_head_accuracy": r["nonprivate_head_accuracy"], "pca_explained": f.explained,
+            "certify_seconds": cert["seconds"],
+            **_stats("accuracy_", r["acc_test"]), **_stats("public_accuracy_", r["acc_pub"])}
+
+
 def _stats(prefix: str, a: np.ndarray) -> dict:
     a = np.asarray(a, float)
     return {f"{prefix}median": float(np.median(a)), f"{prefix}mean": float(a.mean()),
@@ -897,11 +905,7 @@ def _cell(s: HybridSettings, data: SST2, n, eps: float, sweep: str, cells, adapt
                     cand.append({**base, "arm": "hybrid", "head_release": release, "allocation": alloc,
                                  "split_fraction": e1 / eps, "eps1": e1, "delta1": d1,
                                  "eps1_certified": ad.meta["eps1_certified"], "eps2": eps - e1, "delta2": regime_delta,
-                                 "sigma": ad.meta["sigma"], "steps": ad.meta["steps"], "u": r["u"], "beta": r["beta"],
-                                 "noise_scale": r["scale"], "n_draws": s.head.n_draws,
-                                 "nonprivate_head_accuracy": r["nonprivate_head_accuracy"], "pca_explained": f.explained,
-                                 "certify_seconds": cert["seconds"],
-                                 **_stats("accuracy_", r["acc_test"]), **_stats("public_accuracy_", r["acc_pub"])})
+                                 "sigma": ad.meta["sigma"], "steps": ad.meta["steps"], **_head_fields(s, r, f, cert)})
             _choose(cand)
             rows += cand
         if "frozen_ags" in s.arms:
@@ -913,11 +917,7 @@ def _cell(s: HybridSettings, data: SST2, n, eps: float, sweep: str, cells, adapt
                                 release=release, allocation=alloc, label=(n_eff, "frozen"))
                 cand.append({**base, "arm": "frozen_ags", "head_release": release, "allocation": alloc,
                              "split_fraction": 0.0, "eps1": 0.0, "delta1": 0.0, "eps1_certified": 0.0, "eps2": eps,
-                             "delta2": s.delta if release.startswith("laplace") else 0.0, "u": r["u"], "beta": r["beta"],
-                             "noise_scale": r["scale"], "n_draws": s.head.n_draws,
-                             "nonprivate_head_accuracy": r["nonprivate_head_accuracy"], "pca_explained": f.explained,
-                             "certify_seconds": cert["seconds"],
-                             **_stats("accuracy_", r["acc_test"]), **_stats("public_accuracy_", r["acc_pub"])})
+                             "delta2": s.delta if release.startswith("laplace") else 0.0, **_head_fields(s, r, f, cert)})
             _choose(cand)
             rows += cand
     if "frozen_dpsgd" in s.arms:
