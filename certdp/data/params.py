@@ -213,7 +213,7 @@ def integers(value: Any, key: str, *, lo: int | None = None, hi: int | None = No
     if not isinstance(value, (list, tuple)):
         raise _fail(key, value, f"{_kind_of(value)}, not a list", allowed)
     if length is not None and len(value) != length:
-        raise _fail(key, value, f"{len(value)} values", allowed)
+        raise _fail(key, value, f"{len(value)} value{'s' if len(value) != 1 else ''}, not {length}", allowed)
     if len(value) < min_length:
         raise _fail(key, value, "too few values" if value else "empty", allowed)
     out = []
