@@ -489,9 +489,10 @@ def test_cli_readme_csv_example_runs_as_written(tmp_path):
     assert (res.n_test == 60).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
 
 
-@pytest.mark.parametrize("kind,key", [("header_only", "dataset.path"), ("nan", "dataset.features")])
-def test_cli_refuses_a_bad_table_in_one_line(tmp_path, kind, key):
-    name, _ = _write(kind, tmp_path)
+def test_cli_refuses_a_bad_table_in_one_line(tmp_path):
+    # the other bad tables are covered in-process above; a CLI start costs seconds
+    name, _ = _write("header_only", tmp_path)
+    key = "dataset.path"
     r = certdp("agtr", "dataset=csv", f"dataset.path={tmp_path / name}", "dataset.target=price", *SMALL,
                f"out_root={tmp_path / 'out'}")
     assert r.returncode == 2
@@ -501,8 +502,8 @@ def test_cli_refuses_a_bad_table_in_one_line(tmp_path, kind, key):
 
 
 def test_cli_refuses_bad_dataset_settings_in_one_line(tmp_path):
-    # each was a traceback or an exit 0 with negative noise scales; the other values are covered in-process
-    for arg, key in [("dataset.output_range=[6,-6]", "dataset.output_range"), ("dataset.n_train=2.7", "dataset.n_train")]:
+    # it exited 0 with negative noise scales; the other values are covered in-process
+    for arg, key in [("dataset.output_range=[6,-6]", "dataset.output_range")]:
         r = certdp("agtr", "dataset=linear", arg, f"out_root={tmp_path}")
         assert r.returncode == 2, (arg, r.stderr[-500:])
         assert r.stderr.strip().startswith(f"certdp: error: {key}: got "), r.stderr

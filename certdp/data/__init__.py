@@ -132,7 +132,7 @@ def standardise(train: np.ndarray, *others: np.ndarray, key: str = "dataset", co
     bad = ~(np.isfinite(mu) & np.isfinite(sd))
     if bad.any():
         j = int(np.flatnonzero(np.atleast_1d(bad))[0])
-        name = f"column '{columns[j]}'" if columns is not None else f"column {j + 1}"
+        name = f"column {columns[j]!r}" if columns is not None else f"column {j + 1}"
         where = f" of {source}" if source else ""
         raise ConfigError(key, f"{name}{where} holds values up to {float(np.atleast_1d(scale)[j]):.3g}, whose "
                                f"variance overflows float64; allowed: values well below 1e150 (rescale the "

@@ -39,8 +39,10 @@ def _show(value: Any) -> str:
         return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
     if isinstance(value, bool) or value is None:
         return {True: "true", False: "false", None: "null"}[value]
-    if isinstance(value, float):
-        return f"{value:g}"
+    if isinstance(value, Real) and not isinstance(value, Integral):
+        return repr(float(value))          # shortest exact form: 2.7, 1e+300, inf, nan
+    if isinstance(value, Integral):
+        return str(int(value))
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_show(v) for v in value) + "]"
     return str(value)

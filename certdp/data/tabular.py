@@ -40,7 +40,9 @@ _SNIFF_BYTES = 1 << 16
 
 
 def _listing(cols, limit: int = 20) -> str:
-    shown = ", ".join(repr(c) if (not c or c != c.strip() or "," in c) else c for c in cols[:limit])
+    # plain names as they are; quoted where a name could be misread (or would break the line)
+    shown = ", ".join(repr(c) if (not c or c != c.strip() or "," in c or not c.isprintable()) else c
+                      for c in cols[:limit])
     return shown + (f", ... ({len(cols)} columns)" if len(cols) > limit else "")
 
 
@@ -67,13 +69,13 @@ def _sniff_text(p: Path) -> None:
         head = f.read(_SNIFF_BYTES)
     nul = head.find(b"\0")
     if nul >= 0:
-        raise ConfigError("dataset.path", f"{p.name} is not a text file (a NUL byte at offset {nul}); "
+        raise ConfigError("dataset.path", f"{_shown_name(p)} is not a text file (a NUL byte at offset {nul}); "
                                           f"allowed: a UTF-8 .csv with a header row, or a .parquet table")
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as e:
         if e.start < len(head) - 3 or len(head) < _SNIFF_BYTES:   # not a character cut at the sniff limit
-            raise ConfigError("dataset.path", f"{p.name} is not UTF-8 text (byte 0x{head[e.start]:02x} at offset "
+            raise ConfigError("dataset.path", f"{_shown_name(p)} is not UTF-8 text (byte 0x{head[e.start]:02x} at offset "
                                               f"{e.start}); allowed: a UTF-8 .csv (re-save it as UTF-8), or a "
                                               f".parquet table") from None
 
@@ -88,13 +90,13 @@ def _read_csv_cells(p: Path) -> tuple[list[str], pd.DataFrame]:
     try:
         cells = pd.read_csv(p, sep=sep, header=None, dtype=str, keep_default_na=False, compression="infer")
     except pd.errors.EmptyDataError:
-        raise ConfigError("dataset.path", f"{p.name} is empty (no header row); allowed: a table with a header "
+        raise ConfigError("dataset.path", f"{_shown_name(p)} is empty (no header row); allowed: a table with a header "
                                           f"row and at least {MIN_ROWS} data rows") from None
     except UnicodeDecodeError as e:
-        raise ConfigError("dataset.path", f"{p.name} is not UTF-8 text ({_first_line(e)}); allowed: a UTF-8 .csv "
+        raise ConfigError("dataset.path", f"{_shown_name(p)} is not UTF-8 text ({_first_line(e)}); allowed: a UTF-8 .csv "
                                           f"(re-save it as UTF-8), or a .parquet table") from None
     except (pd.errors.ParserError, ValueError, OSError, EOFError) as e:
-        raise ConfigError("dataset.path", f"{p.name} could not be read as a {'tab' if sep == chr(9) else 'comma'}-"
+        raise ConfigError("dataset.path", f"{_shown_name(p)} could not be read as a {'tab' if sep == chr(9) else 'comma'}-"
                                           f"separated table ({_first_line(e)}); allowed: a csv with a header row "
                                           f"and the same number of fields on every line") from None
     header = [str(c).strip() for c in cells.iloc[0].tolist()]
@@ -109,7 +111,7 @@ def _read_parquet_columns(p: Path) -> tuple[list[str], pd.DataFrame]:
     try:
         table = pq.read_table(p)
     except Exception as e:   # pyarrow raises several types (ArrowInvalid, OSError, ...): all one message
-        raise ConfigError("dataset.path", f"{p.name} is not a readable parquet file ({_first_line(e)}); allowed: a "
+        raise ConfigError("dataset.path", f"{_shown_name(p)} is not a readable parquet file ({_first_line(e)}); allowed: a "
                                           f".parquet table, or a UTF-8 .csv with a header row") from None
     header = [str(c) for c in table.column_names]
     data = pd.DataFrame({i: table.column(i).to_pandas() for i in range(table.num_columns)})
@@ -134,7 +136,7 @@ def read_table(p: Path) -> tuple[list[str], pd.DataFrame]:
         raise ConfigError("dataset.path", f"cannot read {shown} ({e.strerror or _first_line(e)}); allowed: a readable "
                                           f".csv or .parquet file") from None
     if size == 0:
-        raise ConfigError("dataset.path", f"{p.name} is empty (0 bytes); allowed: a table with a header row and "
+        raise ConfigError("dataset.path", f"{_shown_name(p)} is empty (0 bytes); allowed: a table with a header row and "
                                           f"at least {MIN_ROWS} data rows")
     if any(s.lower() in _PARQUET for s in p.suffixes):
         return _read_parquet_columns(p)
@@ -148,16 +150,16 @@ def _column_numbers(col: pd.Series, name: str, key: str, fname: str) -> np.ndarr
     if kind in "biuf":
         return col.to_numpy(np.float64, na_value=np.nan)
     if kind not in "OSU" and not isinstance(col.dtype, pd.StringDtype):
-        raise ConfigError(key, f"column '{name}' of {fname} holds {col.dtype} values, not numbers; allowed: "
-                               f"numeric columns (encode '{name}' as numbers or leave it out)")
+        raise ConfigError(key, f"column {name!r} of {fname} holds {col.dtype} values, not numbers; allowed: "
+                               f"numeric columns (encode {name!r} as numbers or leave it out)")
     cells = col.astype("string").str.strip()
     missing = (cells.isna() | cells.isin(MISSING_TOKENS)).to_numpy(bool)
     vals = pd.to_numeric(cells.where(~missing), errors="coerce").to_numpy(np.float64, na_value=np.nan)
     bad = np.flatnonzero(np.isnan(vals) & ~missing)
     if bad.size:
         first = str(cells.iloc[bad[0]])
-        what = "the target" if key == "dataset.target" else f"'{name}' as numbers or leave it out of dataset.features"
-        raise ConfigError(key, f"column '{name}' of {fname} holds non-numeric values in {_rows_text(bad)}, e.g. "
+        what = "the target" if key == "dataset.target" else f"{name!r} as numbers or leave it out of dataset.features"
+        raise ConfigError(key, f"column {name!r} of {fname} holds non-numeric values in {_rows_text(bad)}, e.g. "
                                f"{first[:30]!r}; allowed: numbers, and empty cells or NA for missing values "
                                f"(encode {what})")
     return vals
@@ -214,14 +216,14 @@ def load_table(path, *, target: str | None, features=None, dropna: bool = False)
     for j, (name, key) in enumerate([(f, "dataset.features") for f in feats] + [(target, "dataset.target")]):
         inf = np.flatnonzero(np.isinf(allv[:, j]))
         if inf.size:
-            raise ConfigError(key, f"column '{name}' of {fname} holds infinite values in {_rows_text(inf)}; "
+            raise ConfigError(key, f"column {name!r} of {fname} holds infinite values in {_rows_text(inf)}; "
                                    f"allowed: finite numbers (fix or remove those rows)")
     nan = np.isnan(allv)
     rows_nan = np.flatnonzero(nan.any(1))
     info = {"source": str(p), "rows": int(len(y))}
     if rows_nan.size:
         per_col = [(name, int(nan[:, j].sum())) for j, name in enumerate(feats + [target]) if nan[:, j].any()]
-        detail = ", ".join(f"'{n}': {k}" for n, k in per_col[:5]) + (", ..." if len(per_col) > 5 else "")
+        detail = ", ".join(f"{n!r}: {k}" for n, k in per_col[:5]) + (", ..." if len(per_col) > 5 else "")
         if not dropna:
             key = "dataset.target" if nan[:, :-1].sum() == 0 else "dataset.features"
             raise ConfigError(key, f"{fname} has missing values in {_rows_text(rows_nan, '; missing cells per column: ' + detail)}; "
@@ -254,7 +256,7 @@ def _check_target_varies(y: np.ndarray, name: str, fname: str, key: str, *, wher
     with np.errstate(over="ignore", invalid="ignore"):
         sd, scale = float(np.std(y)), float(np.max(np.abs(y)))
     if np.isfinite(sd) and sd <= 1e-12 * scale or scale == 0:
-        raise ConfigError(key, f"column '{name}' of {fname} is constant ({where}: {float(y[0]):g}); allowed: a "
+        raise ConfigError(key, f"column {name!r} of {fname} is constant ({where}: {float(y[0]):g}); allowed: a "
                                f"target that varies across rows")
 
 
