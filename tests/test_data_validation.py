@@ -7,6 +7,7 @@ table (scikit-learn's bundled diabetes data) and on the README's own csv example
 """
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -54,6 +55,9 @@ def _write(kind, d):
         return "folder.csv", {}
     if kind == "missing":
         return "nowhere.csv", {}
+    if kind == "fifo":
+        os.mkfifo(d / "pipe.csv")       # reading it would block for ever
+        return "pipe.csv", {}
     if kind == "empty":
         (d / "empty.csv").write_bytes(b"")
         return "empty.csv", {}
@@ -146,6 +150,8 @@ BAD_FILES = [
     # kind, key named, words the message must hold
     ("directory", "dataset.path", ["is a directory"]),
     ("missing", "dataset.path", ["does not exist"]),
+    pytest.param("fifo", "dataset.path", ["not a regular file"],
+                 marks=pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")),
     ("empty", "dataset.path", ["is empty"]),
     ("header_only", "dataset.path", ["no data rows"]),
     ("binary", "dataset.path", ["not a text file"]),
@@ -176,7 +182,8 @@ BAD_FILES = [
 ]
 
 
-@pytest.mark.parametrize("kind,key,needles", BAD_FILES, ids=[c[0] for c in BAD_FILES])
+@pytest.mark.parametrize("kind,key,needles", BAD_FILES,
+                         ids=[c.values[0] if hasattr(c, "values") else c[0] for c in BAD_FILES])
 def test_bad_table_is_refused_in_one_line_naming_the_key(tmp_path, kind, key, needles):
     name, extra = _write(kind, tmp_path)
     msg = _refused({"name": "csv", "path": str(tmp_path / name), "target": "price", **extra}, key, *needles)

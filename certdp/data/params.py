@@ -84,6 +84,10 @@ def _kind_of(value: Any) -> str:
         return "a list"
     if isinstance(value, Mapping):
         return "a mapping"
+    if isinstance(value, Integral):
+        return "an integer"
+    if isinstance(value, Real):
+        return "a number"
     return f"a {type(value).__name__}"
 
 
@@ -258,6 +262,14 @@ def interval(value: Any, key: str, *, width_ok: bool = True, none: bool = False,
     if not lo < hi:
         raise _fail(key, value, "lo must be below hi", allowed)
     return (lo, hi)
+
+
+def optional(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """``parse`` that lets None through without advertising ``null``: for a required setting
+    whose absence its loader reports with more context (e.g. the columns a target may name)."""
+    def parse_or_none(value: Any, key: str) -> Any:
+        return None if value is None else parse(value, key)
+    return parse_or_none
 
 
 def anything(value: Any, key: str) -> Any:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from certdp.data import Dataset, register, settings, split_indices, standardise
 from certdp.data.features import binary_labels, public_features
-from certdp.data.params import Field, boolean, choice, integer, interval, names, text
+from certdp.data.params import Field, boolean, choice, integer, interval, names, optional, text
 from certdp.data.sources import DataFile, DataUnavailable, resolve, resolve_many
 from certdp.errors import ConfigError
 
@@ -128,6 +128,8 @@ def read_table(p: Path) -> tuple[list[str], pd.DataFrame]:
         raise ConfigError("dataset.path", f"{shown} does not exist; allowed: an existing .csv or .parquet file")
     if p.is_dir():
         raise ConfigError("dataset.path", f"{shown} is a directory; allowed: a .csv or .parquet file")
+    if not p.is_file():   # a FIFO or device would block or never end
+        raise ConfigError("dataset.path", f"{shown} is not a regular file; allowed: a .csv or .parquet file")
     try:
         size = p.stat().st_size
         with p.open("rb"):
@@ -311,8 +313,8 @@ def load_california(cfg: dict, seed: int) -> Dataset:
 
 
 CSV_FIELDS = {
-    "path": Field(None, partial(text, what="a .csv or .parquet file", none=True, null_means="refused: required")),
-    "target": Field(None, partial(text, what="a column name", none=True, null_means="refused: required")),
+    "path": Field(None, optional(partial(text, what="a .csv or .parquet file"))),
+    "target": Field(None, optional(partial(text, what="a column name"))),
     "features": Field(None, partial(names, what="a non-empty list of distinct column names", none=True,
                                     null_means="every column but the target")),
     "dropna": Field(False, boolean),
