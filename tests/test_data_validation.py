@@ -1,0 +1,517 @@
+"""Bad data files and bad dataset settings are refused in one line naming the key; good ones load.
+
+Covers the user's own table (``dataset=csv``: every way a file can be unusable, ``dataset.dropna``,
+values that overflow standardisation), the typed parsing of every dataset's settings
+(:mod:`certdp.data.params`, table-driven plus property tests), and the CLI end to end on a real
+table (scikit-learn's bundled diabetes data) and on the README's own csv example.
+"""
+
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import given, settings as hsettings, strategies as st
+
+from certdp.config import config_dir
+from certdp.data import dataset_settings, entries, load_dataset
+from certdp.data import params
+from certdp.errors import ConfigError
+
+# <key>: <what is wrong>; allowed: <what is allowed>  (cli prints it as "certdp: error: ...")
+ONE_LINE = re.compile(r"^dataset(\.[a-z_]+)?: [^\n]+; allowed: [^\n]+$")
+
+
+def _table(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    return pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "price": 2 * x[:, 0] - x[:, 1] + 0.1 * rng.normal(size=n)})
+
+
+def _refused(cfg, key, *needles):
+    with pytest.raises(ConfigError) as e:
+        load_dataset(cfg, 0)
+    msg = str(e.value)
+    assert e.value.key == key, msg
+    assert ONE_LINE.match(msg), msg
+    for n in needles:
+        assert n in msg, (n, msg)
+    return msg
+
+
+# ---------------------------------------------------------------------------------------------
+# The user's table: each way a file can be unusable, and the key the message names.
+
+def _write(kind, d):
+    """Write a bad file of the given kind under d; return (file name, extra settings)."""
+    t = _table()
+    if kind == "directory":
+        (d / "folder.csv").mkdir()
+        return "folder.csv", {}
+    if kind == "missing":
+        return "nowhere.csv", {}
+    if kind == "fifo":
+        os.mkfifo(d / "pipe.csv")       # reading it would block for ever
+        return "pipe.csv", {}
+    if kind == "empty":
+        (d / "empty.csv").write_bytes(b"")
+        return "empty.csv", {}
+    if kind == "header_only":
+        (d / "header.csv").write_text("a,b,price\n")
+        return "header.csv", {}
+    if kind == "binary":
+        (d / "binary.csv").write_bytes(b"PK\x03\x04\x14\x00\x00\x00" + bytes(range(256)))
+        return "binary.csv", {}
+    if kind == "not_utf8":
+        (d / "latin1.csv").write_bytes("a,b,price\n1,2,caf\xe9\n".encode("latin-1") + b"1,2,3\n" * 5)
+        return "latin1.csv", {}
+    if kind == "ragged":
+        (d / "ragged.csv").write_text("a,price\n1,2,3\n4,5,6\n7,8,9\n")
+        return "ragged.csv", {}
+    if kind == "too_few_rows":
+        (d / "two.csv").write_text("a,price\n1,2\n3,4\n")
+        return "two.csv", {}
+    if kind == "not_parquet":
+        (d / "fake.parquet").write_text("a,price\n1,2\n")
+        return "fake.parquet", {}
+    if kind == "parquet_header_only":
+        t.iloc[:0].to_parquet(d / "none.parquet")
+        return "none.parquet", {}
+    if kind == "non_numeric_feature":
+        t = t.astype(object)
+        t.loc[3, "b"], t.loc[7, "b"] = "abc", "?"
+        t.to_csv(d / "text.csv", index=False)
+        return "text.csv", {}
+    if kind == "non_numeric_target":
+        t = t.astype(object)
+        t.loc[5, "price"] = "expensive"
+        t.to_csv(d / "text_target.csv", index=False)
+        return "text_target.csv", {}
+    if kind == "string_parquet":
+        t.assign(city="Paris").to_parquet(d / "city.parquet")
+        return "city.parquet", {}
+    if kind == "inf":
+        t.loc[4, "a"] = np.inf
+        t.to_csv(d / "inf.csv", index=False)
+        return "inf.csv", {}
+    if kind == "nan":
+        t.loc[[2, 5], "a"] = np.nan
+        t.loc[9, "price"] = np.nan
+        t.to_csv(d / "nan.csv", index=False)
+        return "nan.csv", {}
+    if kind == "nan_target_only":
+        t.loc[9, "price"] = np.nan
+        t.to_csv(d / "nan_t.csv", index=False)
+        return "nan_t.csv", {}
+    if kind == "constant_target":
+        t.assign(price=3.7).to_csv(d / "const.csv", index=False)
+        return "const.csv", {}
+    if kind == "duplicate_feature":
+        (d / "dup.csv").write_text("a,price,a\n" + "".join(f"{i},{i * 3 % 7},{i}\n" for i in range(10)))
+        return "dup.csv", {}
+    if kind == "duplicate_target":
+        (d / "dupt.csv").write_text("price,a,price\n" + "".join(f"{i},{i * 3 % 7},{i}\n" for i in range(10)))
+        return "dupt.csv", {}
+    if kind in ("overflow_feature", "overflow_unstandardised"):
+        t.loc[0, "a"] = 1e300
+        t.to_csv(d / "big.csv", index=False)
+        return "big.csv", {"standardise": False} if kind == "overflow_unstandardised" else {}
+    if kind == "overflow_target":
+        t.loc[0, "price"] = -1e300
+        t.to_csv(d / "bigt.csv", index=False)
+        return "bigt.csv", {}
+    if kind == "unknown_target":
+        t.to_csv(d / "ok.csv", index=False)
+        return "ok.csv", {"target": "nope"}
+    if kind == "unknown_feature":
+        t.to_csv(d / "ok.csv", index=False)
+        return "ok.csv", {"features": ["a", "zzz"]}
+    if kind == "target_as_feature":
+        t.to_csv(d / "ok.csv", index=False)
+        return "ok.csv", {"features": ["a", "price"]}
+    if kind == "only_target":
+        t[["price"]].to_csv(d / "one.csv", index=False)
+        return "one.csv", {}
+    if kind == "no_target":
+        t.to_csv(d / "ok.csv", index=False)
+        return "ok.csv", {"target": None}
+    if kind == "no_header":
+        (d / "nohead.csv").write_text("1.5,2.5\n1,2\n3,4\n5,6\n")
+        return "nohead.csv", {}
+    raise AssertionError(kind)
+
+
+BAD_FILES = [
+    # kind, key named, words the message must hold
+    ("directory", "dataset.path", ["is a directory"]),
+    ("missing", "dataset.path", ["does not exist"]),
+    pytest.param("fifo", "dataset.path", ["not a regular file"],
+                 marks=pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")),
+    ("empty", "dataset.path", ["is empty"]),
+    ("header_only", "dataset.path", ["no data rows"]),
+    ("binary", "dataset.path", ["not a text file"]),
+    ("not_utf8", "dataset.path", ["not UTF-8"]),
+    ("ragged", "dataset.path", ["line 2", "same number of fields"]),
+    ("too_few_rows", "dataset.path", ["2 complete data rows", "at least 3"]),
+    ("not_parquet", "dataset.path", ["not a readable parquet file"]),
+    ("parquet_header_only", "dataset.path", ["no data rows"]),
+    ("non_numeric_feature", "dataset.features", ["column 'b'", "non-numeric", "2 rows", "rows 4, 8", "'abc'"]),
+    ("non_numeric_target", "dataset.target", ["column 'price'", "non-numeric", "row 6", "'expensive'"]),
+    ("string_parquet", "dataset.features", ["column 'city'", "non-numeric"]),
+    ("inf", "dataset.features", ["column 'a'", "infinite", "row 5"]),
+    ("nan", "dataset.features", ["missing values in 3 rows", "rows 3, 6, 10", "'a': 2", "'price': 1",
+                                 "dataset.dropna=true"]),
+    ("nan_target_only", "dataset.target", ["missing values in 1 row", "'price': 1"]),
+    ("constant_target", "dataset.target", ["column 'price'", "is constant", "3.7"]),
+    ("duplicate_feature", "dataset.features", ["'a' names 2 columns", "columns 1 and 3"]),
+    ("duplicate_target", "dataset.target", ["'price' names 2 columns", "columns 1 and 3"]),
+    ("overflow_feature", "dataset.features", ["column 'a'", "1e+300", "overflows"]),
+    ("overflow_unstandardised", "dataset.features", ["column 'a'", "overflows"]),
+    ("overflow_target", "dataset.target", ["column 'price'", "overflows"]),
+    ("unknown_target", "dataset.target", ["'nope'", "not a column", "a, b, price"]),
+    ("unknown_feature", "dataset.features", ["'zzz' is not a column"]),
+    ("target_as_feature", "dataset.features", ["lists the target 'price'"]),
+    ("only_target", "dataset.path", ["no column besides the target"]),
+    ("no_target", "dataset.target", ["is not set", "a, b, price"]),
+    ("no_header", "dataset.target", ["does the file have a header row?"]),
+]
+
+
+@pytest.mark.parametrize("kind,key,needles", BAD_FILES,
+                         ids=[c.values[0] if hasattr(c, "values") else c[0] for c in BAD_FILES])
+def test_bad_table_is_refused_in_one_line_naming_the_key(tmp_path, kind, key, needles):
+    name, extra = _write(kind, tmp_path)
+    msg = _refused({"name": "csv", "path": str(tmp_path / name), "target": "price", **extra}, key, *needles)
+    assert "(0, 0)" not in msg
+
+
+def test_missing_path_is_refused():
+    _refused({"name": "csv", "target": "price"}, "dataset.path", "is not set")
+
+
+def test_dropna_drops_the_incomplete_rows_and_logs_the_count(tmp_path, caplog):
+    name, _ = _write("nan", tmp_path)
+    cfg = {"name": "csv", "path": str(tmp_path / name), "target": "price", "dropna": True, "n_test": 7}
+    with caplog.at_level("WARNING", logger="certdp"):
+        ds = load_dataset(cfg, 0)
+    assert ds.n_train + len(ds.y_test) == 40 - 3 and len(ds.y_test) == 7
+    assert ds.info["rows_dropped"] == 3
+    assert np.isfinite(ds.x_train).all() and np.isfinite(ds.y_train).all()
+    assert any("dropped 3 of 40 rows" in r.getMessage() for r in caplog.records)
+    # the complete rows are exactly the rows kept: the same data without the three bad rows
+    full = _table()
+    kept = full.drop(index=[2, 5, 9]).reset_index(drop=True)
+    kept.to_csv(tmp_path / "kept.csv", index=False)
+    same = load_dataset({**cfg, "path": str(tmp_path / "kept.csv"), "dropna": False}, 0)
+    np.testing.assert_array_equal(same.x_train, ds.x_train)
+    np.testing.assert_array_equal(same.y_test, ds.y_test)
+
+
+def test_dropna_that_leaves_too_few_rows_says_so(tmp_path):
+    (tmp_path / "holes.csv").write_text("a,price\n1,\n,2\n3,4\n5,6\n")
+    _refused({"name": "csv", "path": str(tmp_path / "holes.csv"), "target": "price", "dropna": True},
+             "dataset.path", "2 complete data rows after dataset.dropna dropped 2")
+
+
+def test_missing_value_tokens_and_blank_cells_are_missing_not_text(tmp_path):
+    t = _table(12).astype(object)
+    t.loc[1, "a"], t.loc[2, "a"], t.loc[3, "b"] = "NA", " ", "null"
+    t.to_csv(tmp_path / "tokens.csv", index=False)
+    cfg = {"name": "csv", "path": str(tmp_path / "tokens.csv"), "target": "price"}
+    _refused(cfg, "dataset.features", "missing values in 3 rows")
+    ds = load_dataset({**cfg, "dropna": True}, 0)
+    assert ds.n_train + len(ds.y_test) == 12 - 3
+
+
+def test_good_table_loads_with_the_default_20_percent_test_split(tmp_path):
+    _table(50).to_csv(tmp_path / "t.csv", index=False)
+    ds = load_dataset({"name": "csv", "path": str(tmp_path / "t.csv"), "target": "price", "n_test": None,
+                       "output_range": [-5, 5]}, 0)
+    assert (ds.n_train, len(ds.y_test), ds.n_features) == (40, 10, 2)
+    assert ds.output_range == (-5.0, 5.0)
+    np.testing.assert_allclose(ds.x_train.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(ds.y_train.std(), 1)
+
+
+def test_parquet_tsv_and_gzip_tables_load_like_the_csv(tmp_path):
+    t = _table(30)
+    t.to_csv(tmp_path / "t.csv", index=False)
+    t.to_parquet(tmp_path / "t.parquet")
+    t.to_csv(tmp_path / "t.tsv", index=False, sep="\t")
+    t.to_csv(tmp_path / "t.csv.gz", index=False)
+    loads = [load_dataset({"name": "csv", "path": str(tmp_path / f), "target": "price"}, 2)
+             for f in ("t.csv", "t.parquet", "t.tsv", "t.csv.gz")]
+    for ds in loads[1:]:
+        np.testing.assert_allclose(ds.x_train, loads[0].x_train, rtol=1e-15)
+        np.testing.assert_allclose(ds.y_test, loads[0].y_test, rtol=1e-15)
+
+
+def test_large_but_safe_values_are_kept_not_zeroed(tmp_path):
+    t = _table(30)
+    t["a"] = t["a"] * 1e100          # variance 1e200: finite, so standardisation is exact
+    t.to_csv(tmp_path / "scaled.csv", index=False)
+    ds = load_dataset({"name": "csv", "path": str(tmp_path / "scaled.csv"), "target": "price"}, 0)
+    assert np.isfinite(ds.x_train).all()
+    np.testing.assert_allclose(ds.x_train.std(0), 1)
+
+
+def test_unused_bad_columns_do_not_matter(tmp_path):
+    t = _table(30).assign(city="Paris", note=np.nan)
+    t.to_csv(tmp_path / "mixed.csv", index=False)
+    ds = load_dataset({"name": "csv", "path": str(tmp_path / "mixed.csv"), "target": "price",
+                       "features": ["a", "b"]}, 0)
+    assert ds.n_features == 2
+
+
+def test_california_from_a_bad_user_file_is_one_line(tmp_path):
+    (tmp_path / "cal.parquet").write_bytes(b"\x00\x01 not parquet")
+    _refused({"name": "california", "path": str(tmp_path / "cal.parquet")}, "dataset.path", "parquet")
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataset settings: typed and range-checked for every dataset, before any file is read.
+
+SETTINGS = [
+    # dataset, key, value, words the message must hold
+    ("linear", "n_train", 0, ["got 0", "integer in [2,"]),
+    ("linear", "n_train", 2.7, ["got 2.7", "not a whole number"]),
+    ("linear", "n_train", "abc", ["'abc'", "a string"]),
+    ("linear", "n_train", True, ["a boolean"]),
+    ("linear", "n_train", 1e12, ["too large"]),
+    ("linear", "n_test", -1, ["too small"]),
+    ("linear", "noise", -0.1, ["finite number >= 0"]),
+    ("linear", "noise", float("nan"), ["not finite"]),
+    ("linear", "slope", "steep", ["not a number"]),
+    ("linear", "x_low", float("-inf"), ["not finite"]),
+    ("linear", "output_range", [6], ["1 value, not 2", "lo < hi"]),
+    ("linear", "output_range", [6, -6], ["lo must be below hi"]),
+    ("linear", "output_range", [0, 0], ["lo must be below hi"]),
+    ("linear", "output_range", [0, float("inf")], ["not finite"]),
+    ("linear", "output_range", ["a", 1], ["is not a number"]),
+    ("linear", "output_range", -3, ["width must be finite and > 0"]),
+    ("linear", "data_seed", -1, ["too small"]),
+    ("blobs", "n_features", 0, ["integer in [1,"]),
+    ("blobs", "n_public", -1, ["too small"]),
+    ("blobs", "separation", "far", ["not a number"]),
+    ("blobs", "cluster_std", 0, ["> 0"]),
+    ("california", "n_test", 0, ["too small"]),
+    ("california", "standardise", 1, ["not a boolean", "true or false"]),
+    ("california", "standardise", "yes", ["not a boolean"]),
+    ("california", "output_range", [1, 2, 3], ["3 values"]),
+    ("csv", "n_test", 2.5, ["not a whole number"]),
+    ("csv", "dropna", "true", ["a string, not a boolean"]),
+    ("csv", "features", [], ["empty"]),
+    ("csv", "features", ["a", "a"], ["'a' repeated"]),
+    ("csv", "target", "", ["empty"]),
+    ("csv", "target", ["price"], ["a list, not a string"]),
+    ("csv", "split_seed", "x", ["not an integer"]),
+    ("adult", "split", "random", ["unknown option", "paper, official"]),
+    ("adult", "n_public", 0, ["too small"]),
+    ("adult", "n_private", 3.5, ["not a whole number"]),
+    ("adult", "task", "regression", ["multiclass, binary"]),
+    ("adult", "features", "tsne", ["pca, raw"]),
+    ("adult", "pca_dim", 0, ["too small"]),
+    ("mnist5", "digits", [1, 1], ["values repeated"]),
+    ("mnist5", "digits", [3], ["at least 2"]),
+    ("mnist5", "digits", [0, 12], ["12 is not such an integer"]),
+    ("mnist5", "public_split", [1000], ["1 value, not 2"]),
+    ("mnist5", "public_split", [-1, 2001], ["not such an integer"]),
+    ("mnist5", "n_public", "many", ["a string"]),
+    ("mnist5", "task", "binary", ["allowed: multiclass"]),
+    ("imdb", "n_private", 0, ["too small"]),
+    ("imdb", "max_chars", 0, ["too small"]),
+    ("imdb", "max_seq_length", 4, ["too small"]),
+    ("imdb", "batch_size", 2.5, ["not a whole number"]),
+    ("imdb", "encoder", "bert", ["mpnet, minilm"]),
+    ("imdb", "device", "tpu", ["auto, cpu, cuda"]),
+    ("imdb", "progress", "yes", ["not a boolean"]),
+    ("sst2", "n_test", "two", ["a string"]),
+    ("sst2", "n_public", -5, ["too small"]),
+    ("sst2", "max_chars", 1.5, ["not a whole number"]),
+    ("sst2", "features", "none", ["pca, raw"]),
+]
+
+
+@pytest.mark.parametrize("name,key,value,needles", SETTINGS, ids=[f"{c[0]}.{c[1]}={c[2]!r}" for c in SETTINGS])
+def test_dataset_setting_is_typed_and_range_checked(name, key, value, needles):
+    with pytest.raises(ConfigError) as e:
+        dataset_settings({"name": name, key: value})
+    msg = str(e.value)
+    assert e.value.key == f"dataset.{key}" and msg.startswith(f"dataset.{key}: got "), msg
+    assert ONE_LINE.match(msg), msg
+    for n in needles:
+        assert n in msg, (n, msg)
+
+
+def test_every_dataset_is_refused_before_loading_on_an_unknown_key():
+    for name in entries():
+        with pytest.raises(ConfigError, match=rf"^dataset\.n_trian: unknown setting of dataset '{name}'; allowed: name, model"):
+            load_dataset({"name": name, "n_trian": 5}, 0)
+
+
+def test_bad_values_are_refused_by_load_dataset_before_any_file_is_read(tmp_path, monkeypatch):
+    # the files do not exist: a settings error must come first
+    monkeypatch.setenv("CERTDP_OFFLINE", "1")
+    monkeypatch.setenv("CERTDP_CACHE", str(tmp_path / "none"))
+    monkeypatch.delenv("CERTDP_DATA_DIR", raising=False)
+    for name, key, value in [("csv", "n_test", 0), ("california", "standardise", "no"), ("adult", "split", "x"),
+                             ("mnist5", "digits", [5]), ("imdb", "max_chars", -1), ("sst2", "n_test", 1.5)]:
+        with pytest.raises(ConfigError) as e:
+            load_dataset({"name": name, "path": str(tmp_path / "absent"), key: value}, 0)
+        assert e.value.key == f"dataset.{key}", str(e.value)
+
+
+def test_cross_checks_between_settings():
+    _refused({"name": "linear", "x_low": 1.0, "x_high": 1.0, "n_train": 10, "n_test": 5}, "dataset.x_high",
+             "above dataset.x_low")
+    _refused({"name": "blobs", "n_features": 10_000, "n_train": 10_000, "n_test": 10}, "dataset.n_features",
+             "rows x features")
+    _refused({"name": "mnist5", "digits": [0, 1, 2], "n_classes": 5}, "dataset.n_classes", "got 5 with 3 dataset.digits")
+    _refused({"name": "mnist5", "n_public": 10, "public_split": [5, 6]}, "dataset.public_split",
+             "summing to dataset.n_public=10")
+
+
+def test_valid_forms_are_accepted_and_canonical():
+    s = dataset_settings({"name": "linear", "n_train": 1e3, "output_range": 10, "noise": 0})
+    assert s["n_train"] == 1000 and isinstance(s["n_train"], int)
+    assert s["output_range"] == (-5.0, 5.0) and s["noise"] == 0.0
+    s = dataset_settings({"name": "csv", "features": "a", "target": 2020, "output_range": [-5, 5]})
+    assert s["features"] == ("a",) and s["target"] == "2020" and s["output_range"] == (-5.0, 5.0)
+    assert dataset_settings({"name": "imdb", "device": "cuda:1"})["device"] == "cuda:1"
+    assert dataset_settings({"name": "mnist5", "digits": [0, 1, 2], "n_classes": None})["digits"] == (0, 1, 2)
+    # parsing is idempotent: a parsed section parses to itself
+    for name in entries():
+        once = dataset_settings({"name": name})
+        assert dataset_settings(once) == once
+
+
+def test_the_shipped_dataset_configs_parse():
+    for f in sorted((config_dir() / "dataset").glob("*.yaml")):
+        cfg = yaml.safe_load(f.read_text())
+        s = dataset_settings(cfg)                    # every key known, every default valid
+        assert s["name"] == f.stem
+
+
+def test_linear_and_blobs_run_with_checked_sizes():
+    ds = load_dataset({"name": "linear", "n_train": 20, "n_test": 5, "output_range": [-6, 6]}, 1)
+    assert (ds.n_train, len(ds.y_test)) == (20, 5) and ds.output_range == (-6.0, 6.0)
+    ds = load_dataset({"name": "blobs", "n_train": 10, "n_test": 4, "n_public": 0}, 1)
+    assert ds.x_public is None and ds.n_features == 8
+
+
+# ---------------------------------------------------------------------------------------------
+# The parsers themselves: properties over their whole input space.
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+                 st.booleans(), st.none()))
+def test_integer_accepts_exactly_the_whole_numbers_in_range(v):
+    ok = (not isinstance(v, (bool, str)) and v is not None and math.isfinite(v) and float(v).is_integer()
+          and 1 <= v <= 1000)
+    try:
+        out = params.integer(v, "dataset.n", lo=1, hi=1000)
+    except ConfigError as e:
+        assert not ok and str(e).startswith("dataset.n: got ") and "\n" not in str(e)
+    else:
+        assert ok and out == v and type(out) is int
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**3, 10**3), st.text(max_size=3),
+                 st.booleans()))
+def test_real_is_always_finite_and_in_range(v):
+    try:
+        out = params.real(v, "dataset.x", lo=0, lo_open=True, hi=10)
+    except ConfigError:
+        assert isinstance(v, (bool, str)) or not (math.isfinite(v) and 0 < v <= 10)
+    else:
+        assert type(out) is float and math.isfinite(out) and 0 < out <= 10
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=0, max_size=3))
+def test_interval_accepts_exactly_finite_ordered_pairs(v):
+    try:
+        lo, hi = params.interval(v, "dataset.output_range")
+    except ConfigError:
+        assert len(v) != 2 or not (math.isfinite(v[0]) and math.isfinite(v[1]) and v[0] < v[1])
+    else:
+        assert len(v) == 2 and math.isfinite(lo) and math.isfinite(hi) and lo < hi and (lo, hi) == tuple(v)
+
+
+def test_boolean_and_choice_are_strict():
+    assert params.boolean(False, "k") is False
+    for v in (0, 1, "true", None, [True]):
+        with pytest.raises(ConfigError, match="^k: got .*; allowed: true or false$"):
+            params.boolean(v, "k")
+    assert params.choice(None, "k", allowed=("a",), none=True) is None
+    with pytest.raises(ConfigError, match="^k: got 'b' \\(unknown option\\); allowed: a, c$"):
+        params.choice("b", "k", allowed=("a", "c"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI end to end.
+
+def certdp(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "certdp.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+SMALL = ["train.steps=10", "staircase.k_max=8", "privacy.epsilons=[1]", "privacy.n_draws=20"]
+
+
+def test_cli_on_a_real_table_scikit_learns_diabetes_data(tmp_path):
+    """442 patients x 10 measurements (shipped inside the scikit-learn wheel), a 10-16-1 MLP."""
+    from sklearn.datasets import load_diabetes
+    frame = load_diabetes(as_frame=True).frame
+    frame.to_csv(tmp_path / "diabetes.csv", index=False)
+    r = certdp("agtr", "dataset=csv", f"dataset.path={tmp_path / 'diabetes.csv'}", "dataset.target=target",
+               "model=mlp", "model.hidden=[16]", "dataset.output_range=[-5,5]", *SMALL,
+               f"out_root={tmp_path / 'out'}", "run=diabetes")
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = pd.read_csv(tmp_path / "out/agtr/csv/diabetes/results.csv")
+    assert set(res.arm) == {"agtr", "gs"} and (res.n_test == round(0.2 * 442)).all()
+    metrics = res[["mae", "mse", "nonprivate_mae", "nonprivate_mse", "ss_mean"]].to_numpy()
+    assert np.isfinite(metrics).all() and (metrics > 0).all()
+    # the non-private MLP predicts better than the mean (standardised target: MSE 1 or so)
+    assert (res.nonprivate_mse < 0.8).all()
+
+
+def test_cli_readme_csv_example_runs_as_written(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 300
+    t = pd.DataFrame({"rooms": rng.integers(1, 6, n), "area": rng.normal(80, 20, n)})
+    t["price"] = 0.5 * t.rooms + 0.02 * t.area + rng.normal(0, 0.3, n)
+    t.to_csv(tmp_path / "my.csv", index=False)
+    # README: certdp agtr dataset=csv dataset.path=my.csv dataset.target=price 'dataset.output_range=[-5,5]'
+    r = certdp("agtr", "dataset=csv", "dataset.path=my.csv", "dataset.target=price", "dataset.output_range=[-5,5]",
+               *SMALL, f"out_root={tmp_path / 'out'}", "run=readme", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = pd.read_csv(tmp_path / "out/agtr/csv/readme/results.csv")
+    assert (res.n_test == 60).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
+
+
+def test_cli_refuses_a_bad_table_in_one_line(tmp_path):
+    # the other bad tables are covered in-process above; a CLI start costs seconds
+    name, _ = _write("header_only", tmp_path)
+    key = "dataset.path"
+    r = certdp("agtr", "dataset=csv", f"dataset.path={tmp_path / name}", "dataset.target=price", *SMALL,
+               f"out_root={tmp_path / 'out'}")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"certdp: error: {key}: "), r.stderr
+    assert "Traceback" not in r.stderr and not list((tmp_path / "out").rglob("results.csv"))
+
+
+def test_cli_refuses_bad_dataset_settings_in_one_line(tmp_path):
+    # it exited 0 with negative noise scales; the other values are covered in-process
+    for arg, key in [("dataset.output_range=[6,-6]", "dataset.output_range")]:
+        r = certdp("agtr", "dataset=linear", arg, f"out_root={tmp_path}")
+        assert r.returncode == 2, (arg, r.stderr[-500:])
+        assert r.stderr.strip().startswith(f"certdp: error: {key}: got "), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not list(tmp_path.rglob("results.csv"))
