@@ -200,3 +200,6 @@ def test_split_sizes_fail_fast(tiny_encoder, tmp_path):
     data = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path)))
     with pytest.raises(ConfigError, match=r"^dataset\.n_private: at most 32 "):
         private_subset(data, 33)
+    with pytest.raises(ConfigError, match=r"^hybrid\.size_sweep\.n_private: at most 32 "):
+        hybrid.run(tiny_cfg(tiny_encoder, tmp_path, **{"hybrid.size_sweep": {"epsilon": 2, "n_private": [40]}}),
+                   progress=False)

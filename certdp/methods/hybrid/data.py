@@ -47,10 +47,11 @@ def load_sst2(s: HybridSettings) -> SST2:
     return SST2(sp.private, sp.public, test, _parts_digest(sp.private, sp.public, test))
 
 
-def private_subset(data: SST2, n: int | None) -> TextPart:
-    """The first n sentences of the (seeded) private pool; ``None`` = all of it."""
+def private_subset(data: SST2, n: int | None, *, key: str = "dataset.n_private") -> TextPart:
+    """The first n sentences of the (seeded) private pool; ``None`` = all of it.  ``key`` names
+    the setting n came from in the error for an n larger than the pool."""
     if n is None:
         return data.private
     if n > len(data.private.texts):
-        raise ConfigError("dataset.n_private", f"at most {len(data.private.texts)} private sentences (got {n})")
+        raise ConfigError(key, f"at most {len(data.private.texts)} private sentences (got {n})")
     return data.private.first(n)

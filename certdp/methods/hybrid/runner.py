@@ -75,8 +75,10 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     s = hybrid_settings(cfg)
     t_start = time.perf_counter()
     data = load_sst2(s)
-    work = _Work(s, data, progress=progress)
     cells = plan_cells(s)
+    for n, _, sweep in cells:               # a private set larger than the pool fails before any work
+        private_subset(data, n, key="dataset.n_private" if sweep == "epsilon" else "hybrid.size_sweep.n_private")
+    work = _Work(s, data, progress=progress)
     log.info("hybrid SST-2 (%s, max len %d): private pool %d, public %d, test %d; cells %s",
              s.encoder, s.max_seq_length, len(data.private.texts), len(data.public.texts), len(data.test.texts),
              [(n or len(data.private.texts), e) for n, e, _ in cells])
