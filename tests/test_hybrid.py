@@ -1,11 +1,12 @@
 """certdp hybrid end to end on a tiny fixture: a random 2-layer BERT (built offline), 48 + 16
 sentences.  Checks the arms, the composed accounting, resume of finished work and of an
-interrupted DP-LoRA fine-tune, and fail-fast config errors."""
+interrupted DP-LoRA fine-tune, the shared SST-2 split, and fail-fast config errors."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,10 @@ pytest.importorskip("sentence_transformers")
 
 from certdp.errors import ConfigError  # noqa: E402
 from certdp.methods import hybrid  # noqa: E402
+from certdp.methods.hybrid.data import load_sst2, private_subset  # noqa: E402
+from certdp.methods.hybrid.lora import finetune  # noqa: E402
+from certdp.methods.hybrid.settings import hybrid_settings  # noqa: E402
+from certdp.privacy import dpsgd_core  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hybrid" / "sst2"
 WORDS = ("a charming and moving film great fun wonderful acting good story funny warm truly work "
@@ -74,7 +79,7 @@ def isolated(monkeypatch, tmp_path):
     # bound, and seconds faster per call than the fractional orders at the tiny runs' q = 1/3.
     from opacus.accountants.rdp import RDPAccountant
     monkeypatch.setattr(RDPAccountant, "DEFAULT_ALPHAS", list(range(2, 64)))
-    hybrid.noise_multiplier.cache_clear()
+    dpsgd_core.noise_multiplier.cache_clear()
     return tmp_path
 
 
@@ -102,12 +107,10 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
 
     # rerun: every unit is cached, nothing is fine-tuned or certified again, same numbers
     calls = []
-    orig = hybrid.noise_multiplier
-    hybrid.noise_multiplier = lambda **kw: calls.append(kw) or orig(**kw)   # not called when all is cached
-    try:
+    orig = dpsgd_core.noise_multiplier
+    with pytest.MonkeyPatch.context() as mp:                 # not called when all is cached
+        mp.setattr(dpsgd_core, "noise_multiplier", lambda **kw: calls.append(kw) or orig(**kw))
         out2 = hybrid.run(cfg, progress=False)
-    finally:
-        hybrid.noise_multiplier = orig
     assert calls == []
     assert out2["results"].drop(columns="sweep").equals(out["results"].drop(columns="sweep"))
 
@@ -122,13 +125,13 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
 
 def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatch, caplog):
     cfg = tiny_cfg(tiny_encoder, isolated / "a")           # T = 3 steps (q = 8/24)
-    s = hybrid.hybrid_settings(cfg)
-    data = hybrid.load_sst2(s)
-    train = hybrid.private_subset(data, s.n_private)
-    ref = hybrid.finetune(s, tiny_encoder, train, 1.0, progress=False)
+    s = hybrid_settings(cfg)
+    data = load_sst2(s)
+    train = private_subset(data, s.n_private)
+    ref = finetune(s, tiny_encoder, train, 1.0, progress=False)
     ref_state = torch.load(ref.path, weights_only=True)
 
-    s2 = hybrid.hybrid_settings(tiny_cfg(tiny_encoder, isolated / "b"))
+    s2 = hybrid_settings(tiny_cfg(tiny_encoder, isolated / "b"))
     steps = {"n": 0}
     real_step = torch.optim.AdamW.step
 
@@ -140,12 +143,12 @@ def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatc
 
     monkeypatch.setattr(torch.optim.AdamW, "step", flaky)
     with pytest.raises(KeyboardInterrupt):
-        hybrid.finetune(s2, tiny_encoder, train, 1.0, progress=False)
+        finetune(s2, tiny_encoder, train, 1.0, progress=False)
     monkeypatch.setattr(torch.optim.AdamW, "step", real_step)
     ckpts = list((isolated / "b" / "adapters").glob("*/checkpoint.pt"))
     assert len(ckpts) == 1 and torch.load(ckpts[0], weights_only=False)["step"] == 2
     with caplog.at_level(logging.INFO, logger="certdp"):
-        again = hybrid.finetune(s2, tiny_encoder, train, 1.0, progress=False)
+        again = finetune(s2, tiny_encoder, train, 1.0, progress=False)
     assert any("resuming" in r.message and "step 2/" in r.message for r in caplog.records)
     got = torch.load(again.path, weights_only=True)
     assert got.keys() == ref_state.keys()
@@ -154,11 +157,25 @@ def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatc
     assert again.meta["eps1_certified"] <= 1.0
 
 
-def test_noise_multiplier_meets_target():
-    sigma, eps = hybrid.noise_multiplier(epsilon=1.0, delta=5e-6, sample_rate=0.02, steps=150, accountant="prv")
-    assert 0 < eps <= 1.0
-    _, eps_lo = hybrid.noise_multiplier(epsilon=2.0, delta=5e-6, sample_rate=0.02, steps=150, accountant="prv")
-    assert eps_lo <= 2.0
+def test_split_is_the_sst2_datasets(tiny_encoder, tmp_path):
+    """Same seed, same files: the hybrid's private / public / test sentences are the ``sst2``
+    dataset's (``load_texts``, what ``certdp ags dataset=sst2`` embeds), its size-sweep subsets
+    that dataset's ``n_private`` subsets."""
+    from certdp.data.text import load_texts
+    for seed in (0, 3):
+        cfg = {**tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_public": 10}), "seed": seed}
+        data = load_sst2(hybrid_settings(cfg))
+        ref = load_texts("sst2", {"path": str(FIXTURE), "n_test": 16, "n_public": 10}, seed)
+        for part in ("private", "public", "test"):
+            got, want = getattr(data, part), getattr(ref, part)
+            assert got.texts == want.texts and got.y01.tolist() == want.y01.tolist(), part
+        sub = load_texts("sst2", {"path": str(FIXTURE), "n_test": 16, "n_private": 24}, seed)
+        assert private_subset(data, 24).texts == sub.private.texts
+        assert set(data.test.index.tolist()).isdisjoint(data.private.index.tolist())
+    seeded = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.split_seed": 7})))
+    assert seeded.test.texts == load_texts("sst2", {"path": str(FIXTURE), "n_test": 16}, 7).test.texts
+    head = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_test_eval": 5})))
+    assert head.test.texts == load_texts("sst2", {"path": str(FIXTURE), "n_test": 16}, 0).test.texts[:5]
 
 
 @pytest.mark.parametrize("key,value,match", [
@@ -168,7 +185,21 @@ def test_noise_multiplier_meets_target():
     ("head.releases", ["gauss"], "head.releases"),
     ("privacy.epsilons", [0], "privacy.epsilons"),
     ("hybrid.arms", ["pate"], "hybrid.arms"),
+    ("dpsgd.accountant", "gdp", "dpsgd.accountant"),
+    ("head.certificate", "no_such_engine", "head.certificate"),
+    ("lora.rank", 0, "lora.rank"),
 ])
 def test_bad_config_fails_fast(tiny_encoder, tmp_path, key, value, match):
-    with pytest.raises(ConfigError, match=match):
-        hybrid.hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{key: value}))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(match)}: "):
+        hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{key: value}))
+
+
+def test_split_sizes_fail_fast(tiny_encoder, tmp_path):
+    with pytest.raises(ConfigError, match=r"^dataset\.n_test: "):
+        load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_test": 48})))
+    data = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path)))
+    with pytest.raises(ConfigError, match=r"^dataset\.n_private: at most 32 "):
+        private_subset(data, 33)
+    with pytest.raises(ConfigError, match=r"^hybrid\.size_sweep\.n_private: at most 32 "):
+        hybrid.run(tiny_cfg(tiny_encoder, tmp_path, **{"hybrid.size_sweep": {"epsilon": 2, "n_private": [40]}}),
+                   progress=False)

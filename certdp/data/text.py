@@ -175,15 +175,8 @@ def read_sources(name: str, cfg: dict) -> tuple[dict[str, tuple[list[str], np.nd
     return raw, files
 
 
-def sst2_splits(cfg: dict) -> tuple[tuple[list[str], np.ndarray], tuple[list[str], np.ndarray]]:
-    """GLUE SST-2 ``(train texts, labels), (dev texts, labels)`` in file order (labels 0/1),
-    for methods that split and encode the sentences themselves (the hybrid)."""
-    raw, _ = read_sources("sst2", cfg)
-    return raw["train"], raw["dev"]
-
-
 # --------------------------------------------------------------------------------------------
-# Splits of the raw texts (also what the hybrid method fine-tunes on)
+# Splits of the raw texts (one split per seed for every command: the hybrid uses it too)
 
 @dataclass(frozen=True)
 class TextPart:
@@ -191,6 +184,10 @@ class TextPart:
     index: np.ndarray           # rows of that file, in the order of the part
     texts: list[str]
     y01: np.ndarray             # 0 = negative, 1 = positive
+
+    def first(self, n: int) -> "TextPart":
+        """The first ``n`` rows of the part (nested subsets: the parts are in seeded order)."""
+        return TextPart(self.source, self.index[:n], self.texts[:n], self.y01[:n])
 
 
 @dataclass(frozen=True)

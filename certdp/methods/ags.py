@@ -50,6 +50,7 @@ from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
 from certdp.config import parse_beta, parse_choices, parse_delta, parse_epsilons
 from certdp.methods.common import Experiment, build_experiment, generator_for, tensors
+from certdp.metrics import accuracy, majority_rate
 from certdp.privacy.mechanisms import PARAMETER_MECHANISMS, parameter_mechanism
 from certdp.privacy.sensitivity import Staircase, staircase
 from certdp.training import TrainSettings, batch_plan, train
@@ -330,18 +331,6 @@ def certify_window(exp: Experiment, theta_start, x, y, ks, window, cert, plan, p
     sc = parameter_staircase(env, n_total=exp.dataset.n_train,
                              cover=trivial_cover(exp.train, exp.model.n_params, window))
     return env, sc
-
-
-def accuracy(model, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Test accuracy for parameters [..., P] -> [...]."""
-    pred = model.classify(theta, x)
-    yy = y.to(pred.dtype) if model.loss == "hinge" else y
-    return (pred == yy).to(DTYPE).mean(-1)
-
-
-def majority_rate(y: torch.Tensor) -> float:
-    _, counts = torch.unique(y, return_counts=True)
-    return float(counts.max()) / len(y)
 
 
 def release_trajectory(exp: Experiment, mech_factory, windows, eps0: float, delta0: float, x, y,

@@ -14,12 +14,12 @@ batch), so only c mechanisms compose for any one neighbour pair.
     std sigma are (sqrt(c) Delta_2/sigma)-GDP (Dong, Roth & Su), so sigma = sqrt(c) Delta_2 / mu*
     with mu* the GDP parameter that is exactly (eps, delta)-DP (analytic Gaussian, Balle & Wang).
 
-DP-SGD *optimised* is the usual algorithm: Poisson sampling at rate q, per-sample l2 clipping to C,
-Gaussian noise sigma C on the sum, divided by the expected batch q N; sigma from Opacus's
-accountants (``prv`` and ``rdp``, ``opacus.accountants.utils.get_noise_multiplier``).  (lr, C,
-epochs, batch) are chosen on the public *selection* set: each grid point is trained on the private
-data and scored on the selection set, as in the paper's tables ("baselines tuned on the public
-sets"); like the paper we do not charge the selection itself to the budget.  Approx DP only.
+DP-SGD *optimised* is the usual algorithm (:mod:`certdp.privacy.dpsgd_core`): Poisson sampling at
+rate q, per-sample l2 clipping to C, Gaussian noise sigma C on the sum, divided by the expected
+batch q N; sigma from Opacus's accountants (``prv`` and ``rdp``).  (lr, C, epochs, batch) are
+chosen on the public *selection* set: each grid point is trained on the private data and scored
+on the selection set, as in the paper's tables ("baselines tuned on the public sets"); like the
+paper we do not charge the selection itself to the budget.  Approx DP only.
 
 PATE: T teachers trained (nominal algorithm, non-private) on disjoint shards of the private data
 vote on m points of the public pool; one record changes one teacher's vote: l1 sensitivity 2 and
@@ -41,6 +41,8 @@ import torch
 from certdp import DTYPE
 from certdp.errors import ConfigError
 from certdp.methods.common import Experiment, build_experiment, generator_for, tensors
+from certdp.metrics import accuracy, majority_rate
+from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
 from certdp.privacy.mechanisms import analytic_gaussian_sigma
 from certdp.training import TrainSettings, batch_plan, train
 
@@ -92,43 +94,6 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
     return theta
 
 
-def opacus_sigma(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
-    import warnings
-    from opacus.accountants.utils import get_noise_multiplier
-    with warnings.catch_warnings():
-        # RDP's "optimal order is the largest/smallest alpha": the bound is still valid (only
-        # looser than with a wider alpha grid); not worth a warning per grid point.
-        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
-        # PRV at large epsilon overflows in an intermediate exp (handled by opacus' own np.where)
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
-                                          steps=steps, accountant=accountant, epsilon_tolerance=0.01))
-
-
-def dpsgd_poisson(model, theta0, x, y, *, lr: float, clip: float, sigma: float, sample_rate: float,
-                  steps: int, gen: torch.Generator) -> torch.Tensor:
-    """Standard DP-SGD: Poisson sampling, per-sample l2 clipping to ``clip``, N(0, (sigma clip)^2)."""
-    n = x.shape[0]
-    theta = theta0.to(DTYPE).clone()
-    exp_b = sample_rate * n
-    for _ in range(steps):
-        mask = torch.rand(n, generator=gen, dtype=DTYPE) < sample_rate
-        s = torch.zeros_like(theta)
-        if mask.any():
-            g = model.per_sample_grads(theta, x[mask], y[mask])
-            norm = g.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-            s = (g * (clip / norm).clamp(max=1.0)).sum(0)
-        s = s + sigma * clip * torch.randn(theta.shape, generator=gen, dtype=DTYPE)
-        theta = theta - lr * s / exp_b
-    return theta
-
-
-def _acc(model, theta, x, y) -> float:
-    pred = model.classify(theta, x)
-    yy = y.to(pred.dtype) if model.loss == "hinge" else y
-    return float((pred == yy).to(DTYPE).mean())
-
-
 def _public(exp: Experiment):
     """(pool x, pool y, selection x, selection y) from the dataset's public set (first / second part)."""
     ds = exp.dataset
@@ -162,18 +127,17 @@ def dpsgd_optimised(exp: Experiment, cfg: dict, *, epsilon: float, delta: float,
     theta0 = model.init(exp.train.seed)
     best = None
     for bs in bss:
-        q = min(1.0, float(bs) / n)
         for ep in epochs:
-            steps = max(1, int(round(ep / q)))
-            sigma = opacus_sigma(epsilon=epsilon, delta=delta, sample_rate=q, steps=steps, accountant=accountant)
+            _, q, steps = poisson_schedule(batch_size=bs, epochs=ep, n=n)
+            sigma = noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=q, steps=steps, accountant=accountant)
             for lr in lrs:
                 for c in clips:
                     gen = generator_for(exp.seed, "dpsgd_opt", accountant, epsilon, bs, ep, lr, c)
                     th = dpsgd_poisson(model, theta0, x, y, lr=float(lr), clip=float(c), sigma=sigma,
                                        sample_rate=q, steps=steps, gen=gen)
-                    sel = _acc(model, th, xs, ys)
+                    sel = float(accuracy(model, th, xs, ys))
                     if best is None or sel > best["selection_accuracy"]:
-                        best = {"selection_accuracy": sel, "accuracy": _acc(model, th, xt, yt), "sigma": sigma,
+                        best = {"selection_accuracy": sel, "accuracy": float(accuracy(model, th, xt, yt)), "sigma": sigma,
                                 "hp": f"lr={lr} clip={c} epochs={ep} batch={bs}",
                                 "fixed": {"lr": lr, "clip": c, "epochs": ep, "batch_size": bs}}
     return best
@@ -232,8 +196,8 @@ def pate(exp: Experiment, cfg: dict, *, regime: str, epsilon: float, delta: floa
                 lab = pate_labels(votes[:m], regime=regime, epsilon=epsilon, delta=delta, gen=gen)
                 yl = (2 * lab - 1).to(DTYPE) if binary else lab
                 stu = train(model, model.init(exp.train.seed), xq[:m], yl, st_student)
-                accs_s.append(_acc(model, stu, xs, ys))
-                accs_t.append(_acc(model, stu, xt, yt))
+                accs_s.append(float(accuracy(model, stu, xs, ys)))
+                accs_t.append(float(accuracy(model, stu, xt, yt)))
             s = float(np.median(accs_s))
             if best is None or s > best["selection_accuracy"]:
                 best = {"selection_accuracy": s, "accuracy": float(np.median(accs_t)), "hp": f"teachers={T} queries={m}",
@@ -262,8 +226,7 @@ def baseline_rows(exp: Experiment, arms, pv, *, theta_np=None, plan=None) -> lis
                 gen = generator_for(exp.seed, "dpsgd_matched", regime, eps)
                 th = dpsgd_matched(model, theta0, x, y, exp.train, plan, regime=regime, epsilon=eps, delta=delta,
                                    n_draws=pv.n_draws, gen=gen)
-                pred = model.classify(th, xt)
-                acc = (pred == (yt.to(pred.dtype) if model.loss == "hinge" else yt)).to(DTYPE).mean(-1).numpy()
+                acc = accuracy(model, th, xt, yt).numpy()
                 rows.append({**base, "arm": "DP-SGD matched", "mechanism": "laplace" if regime == "pure" else "gaussian",
                              "composition": "basic" if regime == "pure" else "gdp_exact",
                              "accuracy_median": float(np.median(acc)), "accuracy_mean": float(acc.mean()),
@@ -318,7 +281,7 @@ def set_raw_config(cfg: dict) -> None:
 
 def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     """``certdp dpsgd``: the baselines alone (DP-SGD matched and optimised, PATE)."""
-    from certdp.methods.ags import accuracy, ags_privacy_settings, majority_rate
+    from certdp.methods.ags import ags_privacy_settings
     set_raw_config(cfg)
     exp = build_experiment(cfg, privacy_parser=ags_privacy_settings)
     if exp.dataset.task == "regression":

@@ -1,0 +1,137 @@
+"""Poisson-sampled DP-SGD (Abadi et al. 2016): the one training loop and the one noise calibration
+shared by ``certdp dpsgd`` / ``certdp ags`` (the optimised baseline) and ``certdp hybrid``
+(DP-LoRA fine-tuning and the DP-SGD head).
+
+One step t of :func:`poisson_dpsgd`, for a dataset of N records, sampling rate q, clipping norm C
+and noise multiplier sigma:
+
+1. every record enters the batch independently with probability q (one uniform draw per record
+   from the step's generator, float64);
+2. each sampled record's gradient g_i (all trainable tensors together, one vector) is scaled to
+   l2 norm at most C: g_i * min(1, C / ||g_i||_2);
+3. the clipped sum gets N(0, (sigma C)^2) noise on every coordinate (float64 draws from the same
+   generator, after the sampling draws, tensor by tensor in the order the sum lists them);
+4. the noisy sum divided by the *expected* batch q N is the private gradient of the update.
+
+Accounting (:func:`noise_multiplier`, :func:`accounted_epsilon`): Opacus' accountants (``prv``:
+Gopi, Lee & Wutschitz 2021; ``rdp``: Mironov, Talwar & Zhang 2019) bound the T-fold composition of
+the Poisson-subsampled Gaussian mechanism with sensitivity C, i.e. under add/remove-one adjacency,
+the usual DP-SGD convention.
+
+Everything drawn comes from the generators the caller passes, so a run is reproducible and a
+loop resumed at step ``start`` with per-step generators continues exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Callable
+
+import torch
+
+from certdp import DTYPE
+
+ACCOUNTANTS = ("prv", "rdp")
+
+
+@functools.lru_cache(maxsize=256)
+def noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+    """sigma (noise std / clipping norm): the smallest noise multiplier, to Opacus'
+    ``epsilon_tolerance=0.01``, for which ``accountant`` certifies (epsilon, delta)-DP after
+    ``steps`` Poisson-sampled steps at ``sample_rate``.  Cached: pure function of its arguments."""
+    from opacus.accountants.utils import get_noise_multiplier     # seconds to import: only when calibrating
+    with warnings.catch_warnings():
+        # RDP's "optimal order is the largest/smallest alpha": the bound is still valid (only
+        # looser than with a wider alpha grid); not worth a warning per grid point.
+        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
+        # PRV at large epsilon overflows in an intermediate exp (handled by opacus' own np.where)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
+        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
+                                          steps=steps, accountant=accountant, epsilon_tolerance=0.01))
+
+
+def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+    """The epsilon that ``accountant`` certifies at ``delta`` for ``steps`` Poisson-sampled
+    Gaussian steps with noise multiplier ``sigma`` at ``sample_rate``."""
+    from opacus.accountants import create_accountant              # seconds to import: only when accounting
+    acc = create_accountant(accountant)
+    acc.history = [(sigma, sample_rate, steps)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
+        return float(acc.get_epsilon(delta=delta))
+
+
+def calibrated_noise(*, epsilon: float, delta: float, sample_rate: float, steps: int,
+                     accountant: str) -> tuple[float, float]:
+    """(sigma, accounted epsilon): :func:`noise_multiplier`, and the epsilon the accountant
+    certifies for it, checked to be within the target (a ``RuntimeError`` otherwise)."""
+    sigma = noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    eps = accounted_epsilon(sigma=sigma, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    if eps > epsilon * (1 + 1e-6):
+        raise RuntimeError(f"{accountant} accountant gives eps={eps:.4f} > target {epsilon} for sigma={sigma:.4f}")
+    return sigma, eps
+
+
+def poisson_schedule(*, batch_size: float, epochs: float, n: int) -> tuple[float, float, int]:
+    """(expected batch B = min(batch_size, N), sampling rate q = B/N, steps T = max(1, round(epochs/q)))."""
+    b = min(batch_size, n)
+    q = b / n
+    return b, q, max(1, int(round(epochs / q)))
+
+
+def poisson_indices(n: int, sample_rate: float, gen: torch.Generator) -> torch.Tensor:
+    """Indices (ascending) of the records in one Poisson-sampled batch: n float64 draws."""
+    return (torch.rand(n, generator=gen, dtype=DTYPE) < sample_rate).nonzero().flatten()
+
+
+def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
+    """min(1, clip / ||g_i||): the per-sample factors that bring l2 norms to at most ``clip``."""
+    return (clip / norms.clamp(min=1e-12)).clamp(max=1.0)
+
+
+def poisson_dpsgd(*, n: int, steps: int, sample_rate: float, clip: float, sigma: float,
+                  clipped_grad_sum: Callable[[torch.Tensor, torch.Generator], dict[str, torch.Tensor]],
+                  apply_update: Callable[[dict[str, torch.Tensor], float], None],
+                  generator_at: Callable[[int], torch.Generator], start: int = 0,
+                  after_step: Callable[[int], None] | None = None) -> None:
+    """Steps ``start..steps-1`` of DP-SGD (see the module docstring).
+
+    ``clipped_grad_sum(indices, gen)`` returns, per trainable tensor, the sum over the sampled
+    records of their gradients clipped jointly to l2 norm ``clip`` (zeros for an empty batch);
+    ``apply_update(noisy_sum, expected_batch)`` applies the update (the private gradient is
+    ``noisy_sum / expected_batch``); ``generator_at(t)`` is step t's generator (the same one for
+    every step, or one per step for resumable runs); ``after_step(t + 1)`` runs after each step.
+    """
+    std = sigma * clip
+    expected_batch = sample_rate * n
+    for t in range(start, steps):
+        gen = generator_at(t)
+        total = clipped_grad_sum(poisson_indices(n, sample_rate, gen), gen)
+        noisy = {k: v + std * torch.randn(v.shape, generator=gen, dtype=DTYPE).to(v.dtype) for k, v in total.items()}
+        apply_update(noisy, expected_batch)
+        if after_step is not None:
+            after_step(t + 1)
+
+
+def dpsgd_poisson(model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, lr: float, clip: float,
+                  sigma: float, sample_rate: float, steps: int, gen: torch.Generator) -> torch.Tensor:
+    """DP-SGD of a flat-parameter certdp model (``per_sample_grads``): ``steps`` steps of
+    theta <- theta - lr * (clipped sum + N(0, (sigma clip)^2)) / (q N) from ``theta0`` [P],
+    all draws from ``gen``.  Returns the final parameters [P]."""
+    state = {"theta": theta0.to(DTYPE).clone()}
+
+    def clipped_grad_sum(idx: torch.Tensor, _gen) -> dict[str, torch.Tensor]:
+        theta = state["theta"]
+        if not len(idx):
+            return {"theta": torch.zeros_like(theta)}
+        g = model.per_sample_grads(theta, x[idx], y[idx])
+        return {"theta": (g * clip_factors(g.norm(dim=-1, keepdim=True), clip)).sum(0)}
+
+    def apply_update(noisy: dict[str, torch.Tensor], expected_batch: float) -> None:
+        state["theta"] = state["theta"] - lr * noisy["theta"] / expected_batch
+
+    poisson_dpsgd(n=x.shape[0], steps=steps, sample_rate=sample_rate, clip=clip, sigma=sigma,
+                  clipped_grad_sum=clipped_grad_sum, apply_update=apply_update, generator_at=lambda _t: gen)
+    return state["theta"]
