@@ -105,6 +105,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 _SIGNALS: dict = {"defer": False, "pending": None}
+_STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
 
 
 def _on_signal(signum, frame) -> None:
@@ -216,6 +217,7 @@ class RunGuard(_HydraCallback):
         paths = _run_paths(str(config.hydra.run.dir), "hydra.run.dir")
         _refuse_taken(paths, _overwrite_flag(config.get("overwrite", False)))
         self._writable(paths.staging, config)
+        _STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
 
     def on_multirun_start(self, config, **kwargs) -> None:
         self._writable(Path(os.path.abspath(str(config.hydra.sweep.dir))), config)
@@ -238,7 +240,8 @@ def execute(command: str, cfg, out_dir: Path) -> None:
     from omegaconf import OmegaConf
 
     from certdp.data.sources import DataUnavailable
-    paths = _run_paths(out_dir, "hydra.run.dir")
+    paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
+    _STAGED["paths"] = None              # from here on execute cleans up after itself
     out_root = cfg.get("out_root", None)
     landed: Path | None = None
     try:
@@ -274,10 +277,9 @@ def execute(command: str, cfg, out_dir: Path) -> None:
         results.discard(paths)
         fail(str(e))
     except OSError as e:
-        if landed is not None:
-            raise
-        results.discard(paths)
-        fail(io_error_message(e, out_root))
+        if landed is None:
+            results.discard(paths)
+        fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
     except KeyboardInterrupt as e:
         _ignore_signals()
         if landed is not None:
@@ -317,8 +319,11 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
                 _job()
             except KeyboardInterrupt as e:   # before or after a job (composition, launcher)
                 _ignore_signals()
+                if _STAGED["paths"] is not None:
+                    results.discard(_STAGED["paths"])
                 _interrupted(e, "no run was completed")
     finally:
+        _STAGED["paths"] = None
         sys.argv = old
 
 
@@ -385,9 +390,14 @@ def rerun(run_dir: str, args: list[str]) -> None:
     primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d,
                "out_root": str(out_root)}
     typer.echo(f"certdp rerun: {command} from {cfg_path}")
-    with tempfile.TemporaryDirectory(prefix="certdp-rerun-") as tmp:
-        from omegaconf import OmegaConf
+    from omegaconf import OmegaConf
+    try:
+        tmp_ctx = tempfile.TemporaryDirectory(prefix="certdp-rerun-")
+        tmp = tmp_ctx.name
         (Path(tmp) / "rerun.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
+    except OSError as e:
+        fail(f"rerun: cannot write a temporary config ({e.strerror or e}); set TMPDIR to a writable folder")
+    with tmp_ctx:
         dispatch(command, list(args), config_path=tmp, config_name="rerun")
 
 

