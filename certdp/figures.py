@@ -281,6 +281,8 @@ def execute(r: Resolved, out_root: Path, *, launcher: str = "basic", launcher_ar
     env.setdefault("PYTHONUNBUFFERED", "1")
     info = {"command": display_command(r, out_root), "argv": argv, "key": r.key,
             "figure": r.spec.figure, "id": r.spec.id, "params": dict(r.spec.params)}
+    if children.signum is not None:
+        return {**info, "returncode": None, "seconds": 0.0, "error": "not run (interrupted)"}
     t0 = time.perf_counter()
     with open(stdout_path, "w") as out:
         proc = children.start(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))

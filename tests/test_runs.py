@@ -1,7 +1,6 @@
 """Run folders: unique names, refusal of taken folders, staged writes (all or nothing), signals,
 rerun, cache integrity, permissions, golden files."""
 
-import errno
 import hashlib
 import os
 import signal
