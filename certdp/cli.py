@@ -285,7 +285,7 @@ def execute(command: str, cfg, out_dir: Path) -> None:
         if landed is not None:
             _interrupted(e, f"the run had finished: {landed}")
         results.discard(paths)
-        _interrupted(e, f"nothing was written ({paths.final} does not exist)")
+        _interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
 
 
 def _stage_override(arg: str) -> str:

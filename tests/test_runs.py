@@ -201,8 +201,11 @@ def test_full_disk_leaves_no_partial_run(tmp_path):
 # ------------------------------------------------------------------------------ signals
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_leaves_nothing_and_exits_128_plus_signum(tmp_path, sig, code):
-    p = start("certify", *SLOW, f"out_root={tmp_path}", "run=slow")
     parent = tmp_path / "certify" / "linear"
+    finished = parent / "slow"                    # an earlier run, being replaced (overwrite=true)
+    finished.mkdir(parents=True)
+    (finished / "results.csv").write_text("the earlier run\n")
+    p = start("certify", *SLOW, f"out_root={tmp_path}", "run=slow", "overwrite=true")
     staging = wait_for(lambda: [d for d in parent.iterdir() if not results.is_run_dir_name(d.name)]
                        if parent.is_dir() else None)
     assert str(p.pid) in staging[0].name
@@ -212,7 +215,10 @@ def test_signal_leaves_nothing_and_exits_128_plus_signum(tmp_path, sig, code):
     assert p.returncode == code
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and f"interrupted by {signal.Signals(sig).name}" in lines[0] and "Traceback" not in err
-    assert list(parent.iterdir()) == []
+    # the interrupted rerun left nothing; the earlier run is whole and alone
+    assert list(parent.iterdir()) == [finished]
+    assert [f.name for f in finished.iterdir()] == ["results.csv"]
+    assert (finished / "results.csv").read_text() == "the earlier run\n"
 
 
 # ------------------------------------------------------------------------------ rerun
