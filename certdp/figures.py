@@ -33,10 +33,12 @@ Runs execute as subprocesses of the CLI (``python -m certdp.cli <command> ... ru
 ``jobs`` at a time; with ``launcher=joblib|submitit_local|submitit_slurm`` each run is a
 one-job Hydra multirun through that launcher (``-m hydra/launcher=...``, its output directory
 pinned to the run directory), so that ``jobs=64 launcher=submitit_slurm`` runs the grid on a
-cluster.  SIGINT and SIGTERM stop ``certdp figures``: no new run starts, the signal is passed on
-to every running child (each in its own session, so a terminal's Ctrl-C reaches it once) and
-``certdp figures`` exits after they have (a second signal kills them); no child is orphaned.  Then each figure is drawn (``<name>.png``, ``.pdf``, the data behind it as
+cluster.  Then each figure is drawn (``<name>.png``, ``.pdf``, the data behind it as
 ``<name>.csv``) and ``index.html`` lists them with caption, commands and run time.
+
+Signals.  SIGINT and SIGTERM stop ``certdp figures``: no new run starts, the signal is passed on
+to every running child (each in its own session, so a terminal's Ctrl-C reaches it once) and
+``certdp figures`` exits after they have (a second signal kills them); no child is orphaned.
 """
 
 from __future__ import annotations
