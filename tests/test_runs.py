@@ -236,10 +236,13 @@ def test_rerun_repeats_a_run_byte_for_byte_in_a_new_folder(tmp_path):
     assert config_without_run(new) == config_without_run(orig)
     assert f"run: {new.name}" in (new / "config.yaml").read_text()
 
-    r = certdp("rerun", str(orig), "train.steps=5")
-    assert r.returncode == 2 and "rerun: 'train.steps=5' cannot be set" in error_line(r)
-    r = certdp("rerun", str(tmp_path))
-    assert r.returncode == 2 and "has no config.yaml" in error_line(r)
+    from typer.testing import CliRunner
+
+    from certdp import cli
+    r = CliRunner().invoke(cli.app, ["rerun", str(orig), "train.steps=5"])
+    assert r.exit_code == 2 and "rerun: 'train.steps=5' cannot be set" in r.stderr
+    r = CliRunner().invoke(cli.app, ["rerun", str(tmp_path)])
+    assert r.exit_code == 2 and "has no config.yaml" in r.stderr
     r = certdp("rerun", str(orig), "run=orig")
     assert r.returncode == 2 and error_line(r).startswith("certdp: error: run: ")
 
