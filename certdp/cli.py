@@ -7,18 +7,23 @@ any Hydra app.  This module only parses and dispatches.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
 import typer
 
+from certdp import results
 from certdp.config import config_dir
 from certdp.errors import ConfigError
 
 log = logging.getLogger("certdp")
+results.register_resolvers()      # ${certdp.uid:} and ${certdp.incomplete:} of configs/base.yaml
 
 # command -> (runner "module:function", one-line description, two examples)
 COMMANDS: dict[str, tuple[str, str, tuple[str, str]]] = {
@@ -44,9 +49,15 @@ GROUPS_HELP = ("Config groups (pick with GROUP=OPTION; `certdp list` shows optio
                "certificate, staircase, privacy.  Any key can be set (train.steps=5), added (+key=v) or "
                "removed (~key); -m/--multirun sweeps comma lists; --cfg job prints the composed config.")
 
+RUNS_HELP = ("Runs land in <out_root>/<command>/<dataset>/<run>/ (run: timestamp plus a random suffix); a "
+             "folder that holds a finished run is never written into unless overwrite=true; "
+             "`certdp rerun RUN_DIR` repeats a finished run from its config.yaml into a new folder.")
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="certdp: formal verification (Abstract Gradient Training) turned into differential privacy.\n\n"
-                       + GROUPS_HELP + "\n\nExamples:\n\n  certdp agtr dataset=california\n\n  certdp ags dataset=mnist5")
+                       + GROUPS_HELP + "\n\n" + RUNS_HELP
+                       + "\n\nExamples:\n\n  certdp agtr dataset=california\n\n  certdp ags dataset=mnist5"
+                       + "\n\n  certdp rerun outputs/agtr/california/2026-01-31_12-00-00_3fa9")
 
 CTX = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help", "-h"]}
 
@@ -84,52 +95,235 @@ def validate_overrides(args: list[str]) -> None:
                 fail(f"{key}={v}: unknown {key}; allowed: {', '.join(opts)}")
 
 
+# ------------------------------------------------------------------------------- signals
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+_SIGNALS: dict = {"defer": False, "pending": None}
+_STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
+
+
+def _on_signal(signum, frame) -> None:
+    if _SIGNALS["defer"]:
+        _SIGNALS["pending"] = signum        # raised once the run directory is in place
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _handle_signals():
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while a command runs."""
+    old = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, _on_signal)
+    except ValueError:                      # not the main thread: leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def _deferred_signals():
+    """Let a run's final renames finish before a signal is acted on."""
+    _SIGNALS["defer"], _SIGNALS["pending"] = True, None
+    try:
+        yield
+    finally:
+        _SIGNALS["defer"] = False
+        pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
+        if pending is not None:
+            raise Interrupted(pending)
+
+
+def _ignore_signals() -> None:
+    """During cleanup after an interruption a second signal must not cut the cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:
+            pass
+
+
+def _interrupted(e: KeyboardInterrupt, what: str) -> None:
+    signum = getattr(e, "signum", signal.SIGINT)
+    typer.echo(f"certdp: interrupted by {signal.Signals(signum).name}; {what}", err=True)
+    raise SystemExit(128 + signum)
+
+
+# ------------------------------------------------------------------------------- run folders
+_IO_WHAT = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+            errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+            errno.ENOTDIR: "a part of the path is a file, not a folder", errno.EEXIST: "a file is in the way",
+            errno.ENAMETOOLONG: "file name too long"}
+
+
+def io_error_message(e: OSError, out_root: str | os.PathLike | None = None) -> str:
+    """One line for an OSError: which key (out_root when the path lies below it), what went
+    wrong, what to do."""
+    what = _IO_WHAT.get(e.errno, e.strerror or str(e))
+    path = e.filename or ""
+    below = False
+    if out_root is not None and path:
+        root = os.path.abspath(out_root)
+        p = os.path.abspath(path)
+        below = p == root or p.startswith(root.rstrip(os.sep) + os.sep) or root.startswith(p.rstrip(os.sep) + os.sep)
+    if below or (out_root is not None and not path):
+        return (f"out_root: cannot write into {out_root} ({what}); nothing was written; "
+                "free some space or set out_root=DIR to a writable folder")
+    return f"{path or 'file'}: {what}; check the path and its permissions"
+
+
+def _overwrite_flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    fail(f"overwrite: must be true or false (got {value!r}); true replaces a finished run in the same folder")
+
+
+def _run_paths(output_dir, key: str) -> "results.RunPaths":
+    try:
+        return results.RunPaths.from_output_dir(output_dir)
+    except ValueError as e:
+        fail(f"{key}: {e}; leave it to certdp's default or end it with ${{certdp.incomplete:}}")
+
+
+def _refuse_taken(paths: "results.RunPaths", overwrite: bool) -> None:
+    try:
+        results.check_free(paths.final, overwrite=overwrite)
+    except results.RunExists as e:
+        fail(f"run: {e.path} {e.reason}; pass overwrite=true to replace it, or choose another run=NAME")
+
+
+try:
+    from hydra.experimental.callback import Callback as _HydraCallback
+except ImportError:                          # pragma: no cover - hydra is a dependency
+    _HydraCallback = object
+
+
+class RunGuard(_HydraCallback):
+    """Hydra callback (``hydra.callbacks.run_guard`` in ``configs/base.yaml``): before Hydra
+    creates the output folder, refuse a taken run folder and an unwritable ``out_root`` with a
+    one-line error (exit 2) instead of Hydra's traceback."""
+
+    def on_run_start(self, config, **kwargs) -> None:
+        paths = _run_paths(str(config.hydra.run.dir), "hydra.run.dir")
+        _refuse_taken(paths, _overwrite_flag(config.get("overwrite", False)))
+        self._writable(paths.staging, config)
+        _STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self._writable(Path(os.path.abspath(str(config.hydra.sweep.dir))), config)
+
+    @staticmethod
+    def _writable(folder: Path, config) -> None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(io_error_message(e, str(config.get("out_root", folder))))
+
+
 def execute(command: str, cfg, out_dir: Path) -> None:
-    """Run one job (called inside Hydra): validate, compute, write files atomically."""
+    """Run one job (called inside Hydra with its output folder, the run's staging folder):
+    compute, write every file into the staging folder, then move it into place.
+
+    Every refusal is one line and exit 2 (bad settings, missing data, a taken run folder, a
+    write error such as a full disk); SIGINT/SIGTERM exit 130/143.  In each of these cases the
+    staging folder is deleted, so no partial results remain."""
     from omegaconf import OmegaConf
 
-    from certdp import results
     from certdp.data.sources import DataUnavailable
-    mod_name, fn_name = COMMANDS[command][0].split(":")
+    paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
+    _STAGED["paths"] = None              # from here on execute cleans up after itself
+    out_root = cfg.get("out_root", None)
+    landed: Path | None = None
     try:
-        runner = getattr(importlib.import_module(mod_name), fn_name)
-    except ModuleNotFoundError:
-        fail(f"command '{command}' is not available in this build")
-    try:
+        overwrite = _overwrite_flag(cfg.get("overwrite", False))
+        _refuse_taken(paths, overwrite)
+        mod_name, fn_name = COMMANDS[command][0].split(":")
+        try:
+            runner = getattr(importlib.import_module(mod_name), fn_name)
+        except ModuleNotFoundError:
+            fail(f"command '{command}' is not available in this build")
         d = OmegaConf.to_container(cfg, resolve=True)
-        results.write_config(out_dir / "config.yaml", d)
+        results.write_config(paths.staging / "config.yaml", d)
         frames = runner(d, progress=bool(d.get("progress", True)) and sys.stderr.isatty())
         # A runner may ask for a non-zero exit after its files are written (audit violations).
         code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
-        paths = results.write_outputs(out_dir, frames)
-        typer.echo(f"certdp {command}: wrote " + ", ".join(str(p) for p in paths))
+        written = results.write_outputs(paths.staging, frames)
+        with _deferred_signals():
+            try:
+                landed = results.commit(paths, overwrite=overwrite)
+            except results.RunExists as e:
+                landed = results.commit_elsewhere(paths)
+                typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
+        for name, rows in written:
+            log.info("wrote %s (%d rows)", landed / name, rows)
+        typer.echo(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
         if code:
             raise SystemExit(code)
-    except ConfigError as e:
+    except SystemExit:
+        if landed is None:
+            results.discard(paths)
+        raise
+    except (ConfigError, DataUnavailable) as e:
+        results.discard(paths)
         fail(str(e))
-    except DataUnavailable as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        typer.echo("certdp: interrupted; no partial CSV was written", err=True)
-        raise SystemExit(130)
+    except OSError as e:
+        if landed is None:
+            results.discard(paths)
+        fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
+    except KeyboardInterrupt as e:
+        _ignore_signals()
+        if landed is not None:
+            _interrupted(e, f"the run had finished: {landed}")
+        results.discard(paths)
+        _interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
 
 
-def dispatch(command: str, args: list[str]) -> None:
+def _stage_override(arg: str) -> str:
+    """A user's ``hydra.run.dir=D`` / ``hydra.sweep.subdir=S`` keeps the staging suffix."""
+    key, _, val = arg.partition("=")
+    if key not in ("hydra.run.dir", "hydra.sweep.subdir") or "certdp.incomplete" in val:
+        return arg
+    if len(val) >= 2 and val[0] == val[-1] and val[0] in "'\"":
+        return f"{key}={val[:-1]}${{certdp.incomplete:}}{val[-1]}"
+    return f"{key}={val}${{certdp.incomplete:}}"
+
+
+def dispatch(command: str, args: list[str], *, config_path: str | None = None, config_name: str | None = None) -> None:
+    """Run ``command`` through ``hydra.main`` with ``args`` as Hydra's command line (the
+    primary config ``configs/<command>.yaml`` unless ``config_path``/``config_name`` say otherwise)."""
     import hydra
 
     validate_overrides(args)
-    cdir = str(config_dir())
+    cdir = config_path or str(config_dir())
 
-    @hydra.main(version_base=None, config_path=cdir, config_name=command)
+    @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
         execute(command, cfg, Path(HydraConfig.get().runtime.output_dir))
 
     old = sys.argv
-    sys.argv = ["certdp"] + list(args)
+    sys.argv = ["certdp"] + [_stage_override(a) for a in args]
     try:
-        _job()
+        with _handle_signals():
+            try:
+                _job()
+            except KeyboardInterrupt as e:   # before or after a job (composition, launcher)
+                _ignore_signals()
+                if _STAGED["paths"] is not None:
+                    results.discard(_STAGED["paths"])
+                _interrupted(e, "no run was completed")
     finally:
+        _STAGED["paths"] = None
         sys.argv = old
 
 
@@ -146,6 +340,81 @@ def _make_command(name: str):
 
 for _name in COMMANDS:
     _make_command(_name)
+
+
+RERUN_SETTINGS = ("out_root", "run", "overwrite", "progress")
+RERUN_DROPPED = ("run", "out_root", "overwrite")     # where and how the old run was written, not what it computed
+
+
+def _out_root_of(run_dir: Path, command: str, dataset: str) -> Path | None:
+    """The folder that holds ``<command>/<dataset>/`` above ``run_dir`` (its out_root)."""
+    parts = run_dir.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i] == command and parts[i + 1] == dataset:
+            return Path(*parts[:i]) if i else Path(parts[0])
+    return None
+
+
+def rerun(run_dir: str, args: list[str]) -> None:
+    """Repeat a run from its ``config.yaml`` (the resolved config) in a new run folder.
+
+    The config is replayed as Hydra's primary config on top of ``configs/base.yaml`` (folders,
+    logging), without the keys that only say where the old run was written (``run``,
+    ``out_root``, ``overwrite``): the new run gets a fresh name under the same out_root (the
+    folder holding ``<command>/<dataset>/`` above ``run_dir``) unless ``out_root=``/``run=`` say
+    otherwise.  Same config and seed, so the same CSVs."""
+    import tempfile
+
+    import yaml
+    src = Path(run_dir).expanduser()
+    cfg_path = src / "config.yaml"
+    if not cfg_path.is_file():
+        fail(f"rerun: {src} has no config.yaml; give the folder of a finished run, e.g. outputs/agtr/linear/<run>")
+    try:
+        d = yaml.safe_load(cfg_path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        fail(f"rerun: cannot read {cfg_path} ({str(e).splitlines()[0]}); give the folder of a finished run")
+    command = d.get("command") if isinstance(d, dict) else None
+    if command not in COMMANDS:
+        fail(f"rerun: {cfg_path} names no certdp command (command: {command!r}); allowed: {', '.join(COMMANDS)}")
+    for a in args:
+        key = a.split("=", 1)[0]
+        if "=" not in a or key not in RERUN_SETTINGS:
+            fail(f"rerun: '{a}' cannot be set; a rerun repeats the recorded config; allowed: "
+                 + ", ".join(f"{k}=..." for k in RERUN_SETTINGS))
+    ds = d.get("dataset")
+    dataset = str(ds.get("name", "none")) if isinstance(ds, dict) else "none"
+    out_root = _out_root_of(src.absolute(), command, dataset) or Path(str(d.get("out_root", "outputs")))
+    for k in RERUN_DROPPED:
+        d.pop(k, None)
+    primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d,
+               "out_root": str(out_root)}
+    typer.echo(f"certdp rerun: {command} from {cfg_path}")
+    from omegaconf import OmegaConf
+    try:
+        tmp_ctx = tempfile.TemporaryDirectory(prefix="certdp-rerun-")
+        tmp = tmp_ctx.name
+        (Path(tmp) / "rerun.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
+    except OSError as e:
+        fail(f"rerun: cannot write a temporary config ({e.strerror or e}); set TMPDIR to a writable folder")
+    with tmp_ctx:
+        dispatch(command, list(args), config_path=tmp, config_name="rerun")
+
+
+@app.command("rerun", context_settings=CTX)
+def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RUN_DIR",
+                                                                 help="A finished run's folder (it holds config.yaml).")):
+    """Repeat a finished run from its config.yaml in a NEW run folder beside it (same
+    out_root, a fresh timestamped name): same config and seed, so byte-identical CSVs.  Only
+    out_root=DIR, run=NAME, overwrite=true and progress=false may be given.
+
+    Examples:
+
+      certdp rerun outputs/agtr/linear/2026-01-31_12-00-00_3fa9
+
+      certdp rerun outputs/agtr/linear/2026-01-31_12-00-00_3fa9 out_root=/tmp/check
+    """
+    rerun(run_dir, list(ctx.args))
 
 
 @app.command("list")
@@ -223,11 +492,18 @@ def figures_cmd(ctx: typer.Context,
         if list_:
             F.list_figures(opts["profile"], echo=typer.echo)
             return
-        entries = F.figures(names, profile=opts["profile"], out_root=opts["out_root"], jobs=int(opts["jobs"]),
-                            launcher=opts["launcher"], launcher_args=tuple(launcher_args), plot_only=plot_only,
-                            echo=typer.echo)
+        with _handle_signals():
+            try:
+                entries = F.figures(names, profile=opts["profile"], out_root=opts["out_root"], jobs=int(opts["jobs"]),
+                                    launcher=opts["launcher"], launcher_args=tuple(launcher_args),
+                                    plot_only=plot_only, echo=typer.echo)
+            except KeyboardInterrupt as e:
+                _ignore_signals()
+                _interrupted(e, "finished runs are kept; run the same command again to resume")
     except ValueError as e:
         fail(str(e))
+    except OSError as e:
+        fail(io_error_message(e, opts["out_root"]))
     if any(e["missing"] for e in entries):
         raise SystemExit(1)
 

@@ -20,11 +20,14 @@ function that draws it::
 
 Resume.  Every run is composed with Hydra's compose API first; its run directory is
 ``<out_root>/<command>/<dataset>/fig-<hash>`` with ``hash`` a digest of the *resolved* config
-(without ``run``, ``out_root`` and ``progress``), so the same resolved config always lands in the
-same directory, whatever the profile or figure that asks for it.  A run is skipped when its
-``done.json`` marker and every expected CSV exist.  The runner writes its CSVs atomically and
-``done.json`` is written only after the subprocess exits 0, so an interrupted run is simply run
-again.
+(without ``run``, ``out_root``, ``overwrite`` and ``progress``), so the same resolved config always
+lands in the same directory, whatever the profile or figure that asks for it.  A run is skipped
+when its ``done.json`` marker and every expected CSV exist.  A certdp run appears in its directory
+only when complete (staged, then renamed: :mod:`certdp.results`) and ``done.json`` is written only
+after the subprocess exits 0; a run without the marker (interrupted before the marker, failed, or
+left by an older certdp) is run again with ``overwrite=true``, which replaces that directory
+in one step.  The subprocess's output goes to ``fig-<hash>.stdout.txt`` beside the run and is
+moved into the run directory (``stdout.txt``) once the run is done.
 
 Runs execute as subprocesses of the CLI (``python -m certdp.cli <command> ... run=fig-<hash>``),
 ``jobs`` at a time; with ``launcher=joblib|submitit_local|submitit_slurm`` each run is a
@@ -32,6 +35,10 @@ one-job Hydra multirun through that launcher (``-m hydra/launcher=...``, its out
 pinned to the run directory), so that ``jobs=64 launcher=submitit_slurm`` runs the grid on a
 cluster.  Then each figure is drawn (``<name>.png``, ``.pdf``, the data behind it as
 ``<name>.csv``) and ``index.html`` lists them with caption, commands and run time.
+
+Signals.  SIGINT and SIGTERM stop ``certdp figures``: no new run starts, the signal is passed on
+to every running child (each in its own session, so a terminal's Ctrl-C reaches it once) and
+``certdp figures`` exits after they have (a second signal kills them); no child is orphaned.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -59,7 +67,7 @@ log = logging.getLogger("certdp")
 
 PROFILES = ("quick", "paper")
 LAUNCHERS = ("basic", "joblib", "submitit_local", "submitit_slurm")
-EXCLUDED_KEYS = ("run", "out_root", "progress")
+EXCLUDED_KEYS = ("run", "out_root", "overwrite", "progress")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -179,7 +187,9 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
+    from certdp import results
     from certdp.config import config_dir
+    results.register_resolvers()             # configs/base.yaml names runs with them
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
         cfg = compose(config_name=spec.command, overrides=spec.argv[1:])
@@ -193,11 +203,14 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
 
 
 def command_line(r: Resolved, out_root: Path, launcher: str = "basic", launcher_args: tuple[str, ...] = ()) -> list[str]:
+    """The child's command line.  Only unfinished runs are run, so ``overwrite=true`` lets a
+    directory left by a failed or unmarked run be replaced (atomically, by the child)."""
     argv = [sys.executable, "-m", "certdp.cli", r.spec.command]
     if launcher != "basic":
+        # one-job sweep whose job folder is the run directory (the CLI stages it beside)
         argv += ["-m", f"hydra/launcher={launcher}", *launcher_args,
-                 f"hydra.sweep.dir={r.run_dir}", "hydra.sweep.subdir=."]
-    return argv + r.spec.argv[1:] + [f"out_root={out_root}", f"run=fig-{r.key}", "progress=false"]
+                 f"hydra.sweep.dir={r.run_dir.parent}", f"hydra.sweep.subdir={r.run_dir.name}"]
+    return argv + r.spec.argv[1:] + [f"out_root={out_root}", f"run=fig-{r.key}", "overwrite=true", "progress=false"]
 
 
 def display_command(r: Resolved, out_root: Path) -> str:
@@ -205,28 +218,93 @@ def display_command(r: Resolved, out_root: Path) -> str:
 
 
 # ---------------------------------------------------------------------------- execution
+class Stopped(KeyboardInterrupt):
+    """``certdp figures`` stopped by SIGINT/SIGTERM after its children exited (``signum``)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+class Children:
+    """The running child processes of ``certdp figures``.
+
+    :meth:`start` refuses once a stop signal came; :meth:`on_signal` (the SIGINT/SIGTERM
+    handler) passes the first signal on to every running child exactly once, a second signal
+    kills them.  The handler takes no lock (it runs in the main thread, which may hold one);
+    ``dict.setdefault`` decides atomically who sends a child its signal."""
+
+    def __init__(self):
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.sent: dict[int, object] = {}
+        self.signum: int | None = None
+
+    def start(self, argv: list[str], **kwargs) -> subprocess.Popen | None:
+        if self.signum is not None:
+            return None
+        # own session: a terminal's Ctrl-C reaches the child only through on_signal, once
+        p = subprocess.Popen(argv, start_new_session=True, **kwargs)
+        self.procs[p.pid] = p
+        if self.signum is not None:         # the signal came while the child was starting
+            self._send(p, self.signum)
+        return p
+
+    def finished(self, p: subprocess.Popen) -> None:
+        self.procs.pop(p.pid, None)
+
+    def _send(self, p: subprocess.Popen, signum: int) -> None:
+        token = object()
+        if self.sent.setdefault(p.pid, token) is token and p.poll() is None:
+            try:
+                p.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def on_signal(self, signum, frame) -> None:
+        if self.signum is not None:          # second signal: do not wait any longer
+            for p in list(self.procs.values()):
+                if p.poll() is None:
+                    p.kill()
+            return
+        self.signum = signum
+        for p in list(self.procs.values()):
+            self._send(p, signum)
+
+
 def execute(r: Resolved, out_root: Path, *, launcher: str = "basic", launcher_args: tuple[str, ...] = (),
-            echo=print) -> dict:
+            echo=print, children: Children | None = None) -> dict:
     """Run one resolved spec as a subprocess; write ``done.json`` on success."""
     from certdp import results
+    children = children or Children()
     argv = command_line(r, out_root, launcher, launcher_args)
-    r.run_dir.mkdir(parents=True, exist_ok=True)
+    r.run_dir.parent.mkdir(parents=True, exist_ok=True)
+    stdout_path = r.run_dir.with_name(r.run_dir.name + ".stdout.txt")
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    echo(f"[figures] run  {r.spec.figure}:{r.spec.label()}  -> {r.run_dir}")
-    t0 = time.perf_counter()
-    with open(r.run_dir / "stdout.txt", "w") as out:
-        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))
-    seconds = time.perf_counter() - t0
-    info = {"command": display_command(r, out_root), "argv": argv, "returncode": proc.returncode,
-            "seconds": round(seconds, 2), "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "key": r.key,
+    info = {"command": display_command(r, out_root), "argv": argv, "key": r.key,
             "figure": r.spec.figure, "id": r.spec.id, "params": dict(r.spec.params)}
+    if children.signum is not None:
+        return {**info, "returncode": None, "seconds": 0.0, "error": "not run (interrupted)"}
+    t0 = time.perf_counter()
+    with open(stdout_path, "w") as out:
+        proc = children.start(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))
+        if proc is None:
+            return {**info, "returncode": None, "seconds": 0.0, "error": "not run (interrupted)"}
+        echo(f"[figures] run  {r.spec.figure}:{r.spec.label()}  -> {r.run_dir}")
+        try:
+            proc.wait()
+        finally:
+            children.finished(proc)
+    seconds = time.perf_counter() - t0
+    info.update({"returncode": proc.returncode, "seconds": round(seconds, 2),
+                 "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
     missing = [n for n in r.spec.expect if not (r.run_dir / f"{n}.csv").exists()]
     if proc.returncode == 0 and not missing:
+        os.replace(stdout_path, r.run_dir / "stdout.txt")
         results.write_json(r.done_path, info)
         echo(f"[figures] done {r.spec.figure}:{r.spec.label()}  {seconds:.0f} s")
     else:
-        tail = (r.run_dir / "stdout.txt").read_text().strip().splitlines()[-5:]
+        tail = stdout_path.read_text().strip().splitlines()[-5:]
         info["error"] = "\n".join(tail) or (f"missing {missing}" if missing else f"exit {proc.returncode}")
         echo(f"[figures] FAIL {r.spec.figure}:{r.spec.label()} (exit {proc.returncode}"
              + (f", missing {', '.join(missing)}.csv" if missing else "") + f") after {seconds:.0f} s:\n    "
@@ -328,6 +406,26 @@ def write_gallery(fig_dir: Path, entries: list[dict], *, profile: str, out_root:
 
 
 # ---------------------------------------------------------------------------- orchestration
+class _forward_signals:
+    """SIGINT/SIGTERM go to :meth:`Children.on_signal` while runs execute (main thread only)."""
+
+    def __init__(self, children: Children):
+        self.children, self.old = children, {}
+
+    def __enter__(self):
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.old[sig] = signal.signal(sig, self.children.on_signal)
+        except ValueError:                   # not the main thread: the caller handles signals
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, h in self.old.items():
+            signal.signal(sig, h)
+        return False
+
+
 def figures(names: list[str] | None = None, *, profile: str = "quick", out_root: str | Path = "outputs",
             jobs: int = 1, launcher: str = "basic", launcher_args: tuple[str, ...] = (), plot_only: bool = False,
             experiments: Path | None = None, echo=print) -> list[dict]:
@@ -359,16 +457,22 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
          f"{len(unique) - len(todo)} already done, {len(todo)} to run" + (" (plot only: skipped)" if plot_only else ""))
     infos: dict[str, dict] = {}
     if todo and not plot_only:
+        children = Children()
+
         def job(r):
-            return r.key, execute(r, out_root, launcher=launcher, launcher_args=launcher_args, echo=echo)
-        if jobs == 1:
-            for r in todo:
-                k, info = job(r)
-                infos[k] = info
-        else:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                for k, info in pool.map(job, todo):
+            return r.key, execute(r, out_root, launcher=launcher, launcher_args=launcher_args, echo=echo,
+                                  children=children)
+        with _forward_signals(children):
+            if jobs == 1:
+                for r in todo:
+                    k, info = job(r)
                     infos[k] = info
+            else:
+                with ThreadPoolExecutor(max_workers=jobs) as pool:
+                    for k, info in pool.map(job, todo):
+                        infos[k] = info
+        if children.signum is not None:
+            raise Stopped(children.signum)
 
     entries = []
     for n in names:

@@ -1,8 +1,11 @@
 """`certdp figures` end to end on a tiny experiment file: runs, resume, PNG, gallery links."""
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +84,14 @@ def test_interrupted_run_is_rerun_and_other_profile_gets_its_own_dir(tiny, tmp_p
     (quick.run_dir / "results.csv").write_text("regime\n")
     (quick.run_dir / "peaks.csv").write_text("regime\n")
     assert not quick.is_done()
+    # ... and is redone: the new run replaces the directory as a whole (no refusal, no mix)
+    log: list[str] = []
+    (entry,) = F.figures(None, profile="quick", out_root=out, experiments=tiny, echo=log.append)
+    assert not entry["missing"], log
+    assert quick.is_done() and len((quick.run_dir / "results.csv").read_text().splitlines()) > 2
+    assert {p.name for p in quick.run_dir.iterdir()} >= {"config.yaml", "results.csv", "peaks.csv", "log.txt",
+                                                         "stdout.txt", "done.json"}
+    assert sorted(p.name for p in quick.run_dir.parent.iterdir()) == [quick.run_dir.name]
 
 
 def test_cli_list_and_bad_names(tiny):
@@ -105,3 +116,50 @@ def test_repository_experiments_cover_every_paper_figure():
     for e in exps.values():
         assert e.plot in PLOTS
         assert e.specs("quick") and e.specs("paper")
+
+
+SLOW = """
+name: slow_certify
+title: Slow
+plot: cond_table
+caption: A run that takes minutes.
+runs:
+  - id: slow
+    command: certify
+    overrides: [dataset=linear, dataset.n_train=2000, dataset.n_test=40, staircase.k_max=64, train.steps=400]
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see processes")
+def test_sigterm_reaches_the_running_child_and_leaves_no_orphan(tmp_path):
+    exps = tmp_path / "experiments"
+    exps.mkdir()
+    (exps / "slow_certify.yaml").write_text(SLOW)
+    out = tmp_path / "out"
+    env = {**os.environ, "CERTDP_EXPERIMENTS_DIR": str(exps)}
+    p = subprocess.Popen([sys.executable, "-m", "certdp.cli", "figures", "profile=quick", f"out_root={out}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    parent = out / "certify" / "linear"
+    t0 = time.time()
+    staging = []
+    while not staging and time.time() - t0 < 180:      # the child is inside its run (its staging folder)
+        staging = [d for d in parent.glob("fig-*.incomplete-*") if (d / "config.yaml").exists()] if parent.is_dir() else []
+        time.sleep(0.05)
+    assert staging, "the child never started its run"
+    child = int(staging[0].name.split(".incomplete-")[1].split("-")[0])
+    assert _alive(child)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    assert not _alive(child)                               # passed on, waited for: no orphan
+    assert not list(parent.glob("fig-*/done.json"))
+    assert [d.name for d in parent.iterdir() if d.is_dir()] == []   # nothing half-written

