@@ -125,7 +125,7 @@ def dpsgd_poisson(model, theta0, x, y, *, lr: float, clip: float, sigma: float, 
 
 def _acc(model, theta, x, y) -> float:
     pred = model.classify(theta, x)
-    yy = y.to(pred.dtype) if model.loss == "hinge" else y
+    yy = y.to(pred.dtype) if model.loss.name == "hinge" else y
     return float((pred == yy).to(DTYPE).mean())
 
 
@@ -135,7 +135,7 @@ def _public(exp: Experiment):
     if ds.x_public is None or len(ds.x_public) < 4:
         return None
     xp = torch.as_tensor(ds.x_public, dtype=DTYPE)
-    yp = torch.as_tensor(ds.y_public, dtype=DTYPE) if ds.task == "binary" and exp.model.loss == "hinge" else torch.as_tensor(ds.y_public)
+    yp = torch.as_tensor(ds.y_public, dtype=DTYPE) if ds.task == "binary" and exp.model.loss.name == "hinge" else torch.as_tensor(ds.y_public)
     split = (ds.info or {}).get("public_split")
     if isinstance(split, dict) and "pate_pool" in split:
         h = int(split["pate_pool"][1])
@@ -201,7 +201,7 @@ def pate(exp: Experiment, cfg: dict, *, regime: str, epsilon: float, delta: floa
     xq, _ = pool
     xs, ys = selection
     n = x.shape[0]
-    binary = model.loss == "hinge"
+    binary = model.loss.name == "hinge"
     C = 2 if binary else model.widths[-1]
     best = None
     perm = torch.as_tensor(np.random.default_rng(exp.seed + 17).permutation(n))
@@ -246,7 +246,7 @@ def baseline_rows(exp: Experiment, arms, pv, *, theta_np=None, plan=None) -> lis
     """Rows (arm x regime x epsilon) of the baselines, for ``certdp ags`` and ``certdp dpsgd``."""
     ds, model = exp.dataset, exp.model
     x, y, xt, yt = tensors(ds)
-    if model.loss == "hinge":
+    if model.loss.name == "hinge":
         y, yt = y.to(DTYPE), yt.to(DTYPE)
     plan = batch_plan(ds.n_train, exp.train) if plan is None else plan
     theta0 = model.init(exp.train.seed)
@@ -263,7 +263,7 @@ def baseline_rows(exp: Experiment, arms, pv, *, theta_np=None, plan=None) -> lis
                 th = dpsgd_matched(model, theta0, x, y, exp.train, plan, regime=regime, epsilon=eps, delta=delta,
                                    n_draws=pv.n_draws, gen=gen)
                 pred = model.classify(th, xt)
-                acc = (pred == (yt.to(pred.dtype) if model.loss == "hinge" else yt)).to(DTYPE).mean(-1).numpy()
+                acc = (pred == (yt.to(pred.dtype) if model.loss.name == "hinge" else yt)).to(DTYPE).mean(-1).numpy()
                 rows.append({**base, "arm": "DP-SGD matched", "mechanism": "laplace" if regime == "pure" else "gaussian",
                              "composition": "basic" if regime == "pure" else "gdp_exact",
                              "accuracy_median": float(np.median(acc)), "accuracy_mean": float(acc.mean()),
@@ -328,7 +328,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         if a not in ("dpsgd_matched", "dpsgd_optimised", "pate"):
             raise ConfigError("dpsgd.arms", f"unknown '{a}'; allowed: dpsgd_matched, dpsgd_optimised, pate")
     x, y, xt, yt = tensors(exp.dataset)
-    if exp.model.loss == "hinge":
+    if exp.model.loss.name == "hinge":
         y, yt = y.to(DTYPE), yt.to(DTYPE)
     th = train(exp.model, exp.model.init(exp.train.seed), x, y, exp.train)
     common = {"dataset": exp.dataset.name, "nonprivate_accuracy": float(accuracy(exp.model, th, xt, yt)),
