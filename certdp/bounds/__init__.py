@@ -4,17 +4,19 @@ their registry.
 An engine turns parameter boxes and a batch into sound bounds on one training step (or on a
 window of steps); :mod:`certdp.bounds.base` declares every hook and its contract.  Each engine is
 one file (``ibp``, ``crown``, ``milp``) that imports only the base, :mod:`~certdp.bounds.interval`,
-:mod:`~certdp.bounds.aggregate` and other engines' functions; this module imports them and
-registers them by name (``certificate=NAME`` picks one).  :mod:`~certdp.bounds.shared` wraps an
-engine for huge numbers of radii.
+:mod:`~certdp.bounds.aggregate` and other engines' functions.  Importing this package imports
+every module in it and registers each :class:`Certificate` subclass defined there with a
+``name`` (``certificate=NAME`` picks one), so adding an engine is adding one file (and its
+``configs/certificate/NAME.yaml``); :func:`register` adds one from elsewhere.
+:mod:`~certdp.bounds.shared` wraps an engine for huge numbers of radii (no name: not registered).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from certdp.bounds.base import Certificate
-from certdp.bounds.crown import CROWN
-from certdp.bounds.ibp import IBP
-from certdp.bounds.milp import MILP, Exact
 from certdp.errors import ConfigError
 
 CERTIFICATES: dict[str, type[Certificate]] = {}
@@ -30,8 +32,11 @@ def register(cls: type[Certificate]) -> type[Certificate]:
     return cls
 
 
-for _cls in (IBP, CROWN, MILP, Exact):
-    register(_cls)
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    _mod = importlib.import_module(f"{__name__}.{_info.name}")
+    for _obj in vars(_mod).values():
+        if isinstance(_obj, type) and issubclass(_obj, Certificate) and _obj.__module__ == _mod.__name__ and _obj.name:
+            register(_obj)
 
 
 def get_certificate(name: str, **options) -> Certificate:

@@ -53,7 +53,7 @@ def top_sum(v: torch.Tensor, subs: torch.Tensor, src: torch.Tensor | None = None
     if kmax == 0:
         return torch.zeros(len(subs), *[s for i, s in enumerate(v.shape) if i not in (0, dim)], dtype=v.dtype)
     vals = torch.topk(v, kmax, dim=dim, largest=largest, sorted=True).values
-    cs = vals.cumsum(dim)
+    cs = vals.cumsum_(dim) if cap is None else vals.cumsum(dim)      # the cap reads vals below
     idx = (subs if cap is None else subs.clamp(max=kmax)) - 1
     if kmin <= 0:
         idx = idx.clamp(min=0)
