@@ -15,10 +15,13 @@ is in [-b*gamma, b*gamma].  The step theta <- lam*theta - lr/b * sum then gives
 
     lo' = lam*lo - lr/b * SumU,     hi' = lam*hi - lr/b * SumL.
 
-All radii share one pass: boxes carry a leading K axis, each coordinate is sorted once with
-``topk(min(k_max, b))`` and every k reads its sum from a cumulative sum.  Because T_k is also a
-valid bound for every smaller radius, boxes are intersected downwards (a running max/min from
-the largest radius), and every step is widened outward by a relative 1e-12 against rounding.
+(:mod:`certdp.bounds.aggregate`; engines may bound the step jointly instead, see
+:mod:`certdp.bounds.base`.)  All radii share one pass: boxes carry a leading K axis and every
+step is one ``step_bounds`` call per chunk of radii, box j paired with radius k_j
+(``src=None, subs=k_values``); window engines (``window_steps`` = F) certify F steps at once
+with ``window_bounds``.  Because T_k is also a valid bound for every smaller radius, boxes are
+intersected downwards (a running max/min from the largest radius), and every step is widened
+outward by a relative 1e-12 against rounding.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import torch
 from tqdm.auto import tqdm
 
 from certdp import DTYPE
+from certdp.bounds import check_supported, get_certificate
+from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
@@ -57,80 +62,37 @@ class Envelopes:
         return self.hi - self.lo
 
 
-def _extreme_sum(v: torch.Tensor, kk: torch.Tensor, largest: bool) -> torch.Tensor:
-    """Sum of the ``kk[j]`` largest (or smallest) entries of ``v[j, p, :]``: [K, P].
-
-    One ``topk(max k)`` per coordinate; every radius reads its own k from a cumulative sum."""
-    kmax = int(kk.max())
-    top = torch.topk(v, kmax, dim=-1, largest=largest, sorted=True).values.cumsum_(-1)
-    idx = (kk - 1).view(-1, 1, 1).expand(v.shape[0], v.shape[1], 1)
-    return top.gather(-1, idx).squeeze(-1)
-
-
-def aggregate_batch(g: Interval, ks: torch.Tensor, clip: float, mode: str = "topk") -> Interval:
-    """Bounds [K, P] on the batch sum of clipped gradients of any dataset within k substitutions.
-
-    ``g`` holds per-sample intervals [K, P, b] (row j valid on box j); ``ks`` the radii [K].
-    ``mode="topk"`` removes the exact top-k lower / bottom-k upper bounds (SEMin/SEMax);
-    ``mode="max"`` removes k times the largest lower / smallest upper bound instead, a sound
-    relaxation (sum of the top k <= k * max) that needs one pass instead of a partial sort and
-    is equal to it whenever k samples are clipped at the threshold."""
-    b = g.lo.shape[-1]
-    kk = ks.clamp(max=b)
-    lo_sum, hi_sum = g.lo.sum(-1), g.hi.sum(-1)
-    if mode == "max":
-        kf = kk.to(lo_sum.dtype).unsqueeze(-1)
-        rm_lo, rm_hi = kf * g.lo.amax(-1), kf * g.hi.amin(-1)
-    else:
-        rm_lo = _extreme_sum(g.lo, kk, largest=True)     # top-k lower bounds leave the sum
-        rm_hi = _extreme_sum(g.hi, kk, largest=False)   # bottom-k upper bounds leave the sum
-    kg = (kk.to(lo_sum.dtype) * clip).unsqueeze(-1)
-    return Interval(lo_sum - rm_lo - kg, hi_sum - rm_hi + kg)
-
-
 def _chunks(n_k: int, b: int, p: int, factor: int = 2, budget_bytes: float = 1.2e9) -> int:
     """Radii per chunk so that ``factor`` [chunk, P, b] float64 tensors fit the budget."""
     per_radius = b * p * 8 * factor
     return max(1, min(n_k, int(budget_bytes // max(per_radius, 1))))
 
 
-def _one_step(cert, model, lo, hi, xb, yb, ks, settings, chunk):
-    """Boxes after one step for all radii (chunked over K): the engine's joint ``step_bounds``
-    where it has one, else per-sample gradient intervals aggregated with :func:`aggregate_batch`."""
-    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
-    b = xb.shape[0]
-    step_bounds = getattr(cert, "step_bounds", None)
+def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
+    """Boxes after one step for all radii, one ``step_bounds`` call per chunk of radii."""
     new_lo, new_hi = torch.empty_like(lo), torch.empty_like(hi)
     for s in range(0, lo.shape[0], chunk):
         sl = slice(s, s + chunk)
-        box = Interval(lo[sl], hi[sl])
-        if step_bounds is not None:
-            nb = step_bounds(model, box, xb, yb, ks[sl], settings)
-        else:
-            sums = getattr(cert, "batch_sum_bounds", None)
-            if sums is not None:
-                tot = sums(model, box, xb, yb, ks[sl], gamma)
-            else:
-                g = cert.per_sample_gradient_bounds(model, box, xb, yb, gamma)
-                tot = aggregate_batch(g, ks[sl], gamma, getattr(cert, "aggregation", "topk"))
-            nb = Interval(lam * box.lo - (lr / b) * tot.hi, lam * box.hi - (lr / b) * tot.lo)
+        nb = cert.step_bounds(model, Interval(lo[sl], hi[sl]), xb, yb, subs=ks[sl], settings=settings)
         new_lo[sl], new_hi[sl] = nb.lo, nb.hi
     return new_lo, new_hi
 
 
 def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-            settings: TrainSettings, k_values, certificate=None, plan: torch.Tensor | None = None,
+            settings: TrainSettings, k_values, certificate: Certificate | None = None,
+            plan: torch.Tensor | None = None,
             progress: bool = True, start_box: Interval | None = None,
             steps: range | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
     ``start_box`` ([K, P]) lets a window start from existing envelopes; by default training
     starts from the point ``theta_init`` (for every radius).  ``steps`` restricts to a window of
-    the batch plan (multi-release AGS)."""
-    from certdp.bounds import get_certificate
+    the batch plan (multi-release AGS).  ``certificate`` defaults to IBP; a model it does not
+    support is a ConfigError before any work."""
     cert = certificate if certificate is not None else get_certificate("ibp")
+    check_supported(cert, model)
     x = x.to(DTYPE)
-    y = y.to(DTYPE) if model.loss != "ce" else y
+    y = model.loss.labels(y)
     ks = torch.as_tensor(sorted(set(int(k) for k in k_values)), dtype=torch.long)
     if len(ks) == 0 or int(ks[0]) < 1:
         raise ValueError("k_values must be non-empty radii >= 1")
@@ -147,8 +109,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     step_range = range(settings.steps) if steps is None else steps
     full = plan.shape[1] == n
     b = plan.shape[1]
-    chunk = _chunks(K, b, P, factor=getattr(cert, "memory_factor", 2))
-    window = getattr(cert, "window_steps", None)
+    chunk = _chunks(K, b, P, factor=cert.memory_factor)
+    window = cert.window_steps
     # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
     # window's start (``cert.window_bounds``); every other engine goes one step at a time.
     order = list(step_range)
@@ -162,7 +124,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             g_nom = model.per_sample_grads(new_theta, xb, yb).clamp(-gamma, gamma)
             new_theta = lam * new_theta - lr * g_nom.mean(0)
         if window:
-            nb = cert.window_bounds(model, Interval(lo, hi), x, y, plan, block, ks, settings)
+            nb = cert.window_bounds(model, Interval(lo, hi), x, y, plan=plan, steps=block, ks=ks,
+                                    settings=settings)
             new_lo, new_hi = nb.lo, nb.hi
         else:
             new_lo, new_hi = _one_step(cert, model, lo, hi, xb, yb, ks, settings, chunk)

@@ -12,7 +12,7 @@ def accuracy(model, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> to
     """Accuracy of ``model`` with parameters ``theta`` [..., P] on (x, y): a tensor [...].
     Labels are {-1, +1} for the hinge loss and class indices otherwise."""
     pred = model.classify(theta, x)
-    yy = y.to(pred.dtype) if model.loss == "hinge" else y
+    yy = y.to(pred.dtype) if model.loss.name == "hinge" else y
     return (pred == yy).to(DTYPE).mean(-1)
 
 

@@ -5,13 +5,10 @@ vector ``theta`` of length ``P``.  Layout, layer by layer: ``W_l`` row-major ([o
 ``b_l``.  Every function accepts leading batch dimensions on ``theta`` ([..., P]) so that one
 call serves all radii ``k`` (or all retrained neighbours) at once.
 
-Losses (per sample; the training objective is their batch mean):
-
-* ``mse``:   l = (f(x) - y)^2, one output;
-* ``hinge``: l = max(0, 1 - y f(x)), labels y in {-1, +1}, one output;
-* ``ce``:    softmax cross-entropy, labels y in {0..C-1}, C outputs.
-
-``relu'(0) = 0`` and ``hinge'`` at the kink is 0, as in ``torch.autograd``.
+The loss is a :mod:`certdp.losses` object (``mse``: squared error, one output; ``hinge``: labels
+y in {-1, +1}, one output; ``ce``: softmax cross-entropy, labels y in {0..C-1}, C outputs); the
+training objective is the batch mean of the per-sample loss.  ``relu'(0) = 0`` and ``hinge'`` at
+the kink is 0, as in ``torch.autograd``.
 """
 
 from __future__ import annotations
@@ -21,22 +18,22 @@ from dataclasses import dataclass
 import torch
 
 from certdp import DTYPE
-
-LOSSES = ("mse", "hinge", "ce")
+from certdp.losses import MSE, Loss, get_loss
 
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """Layer widths ``(d_in, hidden..., n_out)`` and the loss (a :class:`certdp.losses.Loss`;
+    its name, e.g. ``"mse"``, is accepted and resolved).  Frozen and hashable: it keys caches."""
+
     widths: tuple[int, ...]
-    loss: str = "mse"
+    loss: Loss = MSE()
 
     def __post_init__(self):
         if len(self.widths) < 2:
             raise ValueError("a model needs at least an input and an output width")
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; allowed: {', '.join(LOSSES)}")
-        if self.loss in ("mse", "hinge") and self.widths[-1] != 1:
-            raise ValueError(f"loss {self.loss} needs one output, got {self.widths[-1]}")
+        object.__setattr__(self, "loss", get_loss(self.loss))
+        self.loss.check_outputs(self.widths[-1])
 
     @property
     def n_layers(self) -> int:
@@ -92,30 +89,15 @@ class ModelSpec:
         out = self.forward(theta, x)
         return out.squeeze(-1) if self.widths[-1] == 1 else out
 
-    def loss_grad_output(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """d loss / d output, per sample: [..., n, out]."""
-        if self.loss == "mse":
-            return 2.0 * (out - y.unsqueeze(-1))
-        if self.loss == "hinge":
-            ys = y.unsqueeze(-1).to(out.dtype)
-            return torch.where(ys * out < 1.0, -ys, torch.zeros_like(out))
-        p = torch.softmax(out, dim=-1)
-        return p - torch.nn.functional.one_hot(y.long(), out.shape[-1]).to(out.dtype)
-
     def per_sample_loss(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        out = self.forward(theta, x)
-        if self.loss == "mse":
-            return (out.squeeze(-1) - y) ** 2
-        if self.loss == "hinge":
-            return (1 - y.to(out.dtype) * out.squeeze(-1)).clamp(min=0)
-        logp = torch.log_softmax(out, dim=-1)
-        return -logp.gather(-1, y.long().expand(out.shape[:-1]).unsqueeze(-1)).squeeze(-1)
+        """Per-sample loss [..., n]."""
+        return self.loss.value(self.forward(theta, x), y)
 
     def per_sample_grads(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Closed-form per-sample gradients [..., n, P] (backpropagation written out)."""
         out, acts, pres = self.forward(theta, x, return_cache=True)
         layers = self.unflatten(theta)
-        delta = self.loss_grad_output(out, y)
+        delta = self.loss.grad(out, y)
         parts = []
         for l in range(self.n_layers - 1, -1, -1):
             a = acts[l]
@@ -129,13 +111,11 @@ class ModelSpec:
         return torch.cat(parts[::-1], dim=-1)
 
     def classify(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        out = self.forward(theta, x)
-        if self.loss == "hinge":
-            return torch.where(out.squeeze(-1) >= 0, 1, -1)
-        return out.argmax(-1)
+        """Predicted labels [..., n] (+-1 for hinge, class indices otherwise)."""
+        return self.loss.classify(self.forward(theta, x))
 
 
-def build_model(arch: str, d_in: int, *, hidden=(), n_out: int = 1, loss: str = "mse") -> ModelSpec:
+def build_model(arch: str, d_in: int, *, hidden=(), n_out: int = 1, loss: str | Loss = "mse") -> ModelSpec:
     """``linear`` (no hidden layer), ``mlp`` (ReLU hidden layers), ``logistic`` (softmax head)."""
     if arch == "linear":
         return ModelSpec((d_in, 1), loss)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from certdp import DTYPE
+from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 
 
@@ -31,7 +32,6 @@ class TrainSettings:
     seed: int = 0
 
     def __post_init__(self):
-        from certdp.errors import ConfigError
         if self.steps < 1:
             raise ConfigError("train.steps", f"must be >= 1 (got {self.steps})")
         if not self.lr > 0:
@@ -75,7 +75,7 @@ def train(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.
     neighbouring datasets at once.  ``steps`` restricts training to a window of the plan
     (used by multi-release AGS)."""
     x = x.to(DTYPE)
-    y = y.to(DTYPE) if model.loss != "ce" else y
+    y = model.loss.labels(y)
     plan = batch_plan(x.shape[-2], settings) if plan is None else plan
     theta = theta_init.to(DTYPE).clone()
     full = plan.shape[1] == x.shape[-2]

@@ -6,7 +6,8 @@ import pytest
 import torch
 import yaml
 
-from certdp.bounds import CERTIFICATES, register_certificate
+from certdp.bounds import CERTIFICATES, register
+from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
 from certdp.methods import audit
@@ -48,30 +49,20 @@ def test_zero_violations_small_mlp():
     assert (out["audit"].param_violations == 0).all()
 
 
-class _Nominal:
+class _Nominal(Certificate):
     """A deliberately unsound certificate: the envelope collapses to a tiny box."""
 
     name = "broken"
 
-    def __init__(self, **_):
-        pass
-
-    def per_sample_gradient_bounds(self, model, theta, x, y, clip):
-        raise NotImplementedError
-
-    def step_bounds(self, model, box, x, y, ks, settings):
-        th = box.mid
+    def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
+        th = boxes.mid
         g = model.per_sample_grads(th, x, y).clamp(-settings.clip, settings.clip)
         new = settings.contraction * th - settings.lr * g.mean(-2)
         return Interval(new, new.clone())
 
-    def output_bounds(self, model, theta, x):
-        from certdp.bounds.ibp import output_bounds
-        return output_bounds(model, theta, x)
-
 
 def test_broken_certificate_exits_1():
-    register_certificate("broken")(_Nominal)
+    register(_Nominal)
     try:
         out = audit.run(_cfg({"name": "broken"}), progress=False)
     finally:
@@ -110,14 +101,14 @@ class _DataScaled(_Nominal):
 
     name = "datascaled"
 
-    def step_bounds(self, model, box, x, y, ks, settings):
-        nb = super().step_bounds(model, box, x, y, ks, settings)
-        w = 1e-3 * float(y.abs().max()) * ks.to(nb.lo.dtype).unsqueeze(-1)
+    def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
+        nb = super().step_bounds(model, boxes, x, y, subs=subs, settings=settings)
+        w = 1e-3 * float(y.abs().max()) * subs.to(nb.lo.dtype).unsqueeze(-1)
         return Interval(nb.lo - w, nb.hi + w)
 
 
 def test_smoothness_check_catches_a_non_smooth_bound():
-    register_certificate("datascaled")(_DataScaled)
+    register(_DataScaled)
     try:
         cfg = _cfg({"name": "datascaled"})
         cfg["audit"].update(radii=[1], repeats=2, smoothness=2, modes=["adversarial"])

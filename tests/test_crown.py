@@ -5,8 +5,9 @@ contracting on contracting steps; golden bounds for small fixed cases."""
 import pytest
 import torch
 
-from certdp.agt import aggregate_batch, run_agt
+from certdp.agt import run_agt
 from certdp.bounds import get_certificate
+from certdp.bounds.aggregate import batch_sum
 from certdp.bounds.crown import mlp1_gradient_bounds, single_layer_step
 from certdp.bounds.ibp import gradient_bounds
 from certdp.bounds.interval import Interval
@@ -19,9 +20,9 @@ D = torch.float64
 def _data(m: ModelSpec, n: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, m.widths[0], generator=g, dtype=D)
-    if m.loss == "mse":
+    if m.loss.name == "mse":
         y = torch.randn(n, generator=g, dtype=D)
-    elif m.loss == "hinge":
+    elif m.loss.name == "hinge":
         y = (torch.rand(n, generator=g) < 0.5).to(D) * 2 - 1
     else:
         y = torch.randint(0, m.widths[-1], (n,), generator=g)
@@ -29,8 +30,8 @@ def _data(m: ModelSpec, n: int, seed: int = 0):
 
 
 def _ibp_step(m, box, x, y, ks, st):
-    gb = gradient_bounds(m, box, x, y, st.clip)
-    tot = aggregate_batch(gb, ks, st.clip)
+    gb = gradient_bounds(m, box, x, y, clip=st.clip)
+    tot = batch_sum(gb, subs=ks, clip=st.clip)
     n = x.shape[0]
     return Interval(st.contraction * box.lo - st.lr / n * tot.hi, st.contraction * box.hi - st.lr / n * tot.lo)
 
@@ -48,7 +49,7 @@ def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
     rad = torch.stack([torch.full_like(c, r) for r in (0.002, 0.05, 0.4)])
     box = Interval(c - rad, c + rad)
     ks = torch.tensor([1, 2, 4])
-    nb = single_layer_step(m, box, x, y, ks, st)
+    nb = single_layer_step(m, box, x, y, subs=ks, settings=st)
     ib = _ibp_step(m, box, x, y, ks, st)
     assert (nb.lo >= ib.lo - 1e-12).all() and (nb.hi <= ib.hi + 1e-12).all()
     assert (nb.hi - nb.lo).sum() < (ib.hi - ib.lo).sum()
@@ -73,8 +74,8 @@ def test_mlp_gradient_ranges_sound_and_tighter(widths):
     c = m.init(2)
     rad = torch.stack([torch.full_like(c, r) for r in (0.01, 0.1, 0.5)])
     box = Interval(c - rad, c + rad)
-    cb = mlp1_gradient_bounds(m, box, x, y, 0.5)
-    ib = gradient_bounds(m, box, x, y, 0.5)
+    cb = mlp1_gradient_bounds(m, box, x, y, clip=0.5)
+    ib = gradient_bounds(m, box, x, y, clip=0.5)
     assert (cb.lo >= ib.lo).all() and (cb.hi <= ib.hi).all()
     assert (cb.hi - cb.lo)[:2].sum() < (ib.hi - ib.lo)[:2].sum()
     g = torch.Generator().manual_seed(5)
@@ -130,7 +131,7 @@ def _golden_case(widths, loss, lam):
     st = TrainSettings(steps=1, lr=0.4, clip=0.25, contraction=lam)
     c = m.init(7)
     rad = torch.stack([torch.full_like(c, r) for r in (0.01, 0.1)])
-    return single_layer_step(m, Interval(c - rad, c + rad), x, y, torch.tensor([1, 3]), st)
+    return single_layer_step(m, Interval(c - rad, c + rad), x, y, subs=torch.tensor([1, 3]), settings=st)
 
 
 @pytest.mark.parametrize("widths,loss,lam", HEADS)

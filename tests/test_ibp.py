@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from certdp.bounds.ibp import gradient_bounds, output_bounds
-from certdp.bounds.interval import Interval
+from certdp.bounds.ibp import gradient_bounds
+from certdp.bounds.interval import Interval, output_bounds
 from certdp.models import ModelSpec
 
 

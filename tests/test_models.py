@@ -62,3 +62,41 @@ def test_training_update_is_clipped_contracted_gd():
     th = torch.tensor([0.2, -0.1], dtype=torch.float64)
     g = m.per_sample_grads(th, x, y).clamp(-1, 1)
     assert torch.allclose(train(m, th, x, y, s), 0.9 * th - 0.5 * g.mean(0))
+
+
+def test_loss_objects_key_caches_like_their_names():
+    from certdp.losses import MSE, SoftmaxCE
+    a, b = ModelSpec((3, 1), "mse"), ModelSpec((3, 1), MSE())
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert ModelSpec((3, 2), "ce").loss == SoftmaxCE() and str(ModelSpec((3, 2), "ce").loss) == "ce"
+    assert ModelSpec((3, 1), "hinge") != a
+    with pytest.raises(ValueError, match="allowed: mse, hinge, ce"):
+        ModelSpec((3, 1), "huber")
+    with pytest.raises(ValueError, match="needs one output"):
+        ModelSpec((3, 2), "hinge")
+
+
+@pytest.mark.parametrize("loss,C", [("mse", 1), ("hinge", 1), ("ce", 3)])
+def test_loss_gradient_bounds_contain_sampled_outputs(loss, C):
+    """grad_bounds and grad_linear_bounds over an output box contain phi(z) for z in the box."""
+    m = ModelSpec((2, C), loss)
+    g = torch.Generator().manual_seed(4)
+    n = 16
+    if loss == "mse":
+        y = torch.randn(n, generator=g, dtype=torch.float64)
+    elif loss == "hinge":
+        y = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0).double()
+    else:
+        y = torch.randint(0, C, (n,), generator=g)
+    c = torch.randn(2, n, C, generator=g, dtype=torch.float64) * 2
+    r = torch.tensor([0.05, 1.5], dtype=torch.float64).view(2, 1, 1)
+    zl, zu = c - r, c + r                                                   # two boxes [2, n, C]
+    lo, hi = m.loss.grad_bounds(zl, zu, y)
+    al, au, bl, bu = m.loss.grad_linear_bounds(zl, zu, y)
+    for _ in range(200):
+        z = zl + torch.rand(zl.shape, generator=g, dtype=torch.float64) * (zu - zl)
+        phi = m.loss.grad(z, y)
+        assert bool(((phi >= lo - 1e-12) & (phi <= hi + 1e-12)).all())
+        lin_lo = (al * z.unsqueeze(-2)).sum(-1) + bl                        # alpha [.., C, C'] . z, C' in {1, C}
+        lin_hi = (au * z.unsqueeze(-2)).sum(-1) + bu
+        assert bool((phi >= lin_lo - 1e-12).all() and (phi <= lin_hi + 1e-12).all())

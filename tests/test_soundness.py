@@ -8,9 +8,13 @@ prediction within the certified staircase bound."""
 import pytest
 import torch
 
+import certdp.bounds.ibp as ibp
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
-from certdp.bounds.ibp import output_bounds
+from certdp.bounds.aggregate import batch_sum, batch_sum_from_stats
+from certdp.bounds.ibp import gradient_bounds, gradient_sum_stats
+from certdp.bounds.interval import Interval
+from certdp.bounds.interval import output_bounds
 from certdp.models import ModelSpec
 from certdp.privacy.sensitivity import staircase
 from certdp.training import TrainSettings, batch_plan, train
@@ -91,9 +95,6 @@ def test_crown_step_is_never_wider_than_ibp_on_linear_regression():
 def test_max_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised():
     """k * max >= sum of the top k, so the 'max' bounds contain the 'topk' bounds; the fused
     reduction gives the same numbers as materialising the per-sample intervals."""
-    from certdp.agt import aggregate_batch
-    from certdp.bounds.ibp import gradient_bounds, gradient_sum_bounds
-    from certdp.bounds.interval import Interval
     gen = torch.Generator().manual_seed(2)
     m = ModelSpec((3, 7, 1), "mse")
     x = torch.randn(50, 3, generator=gen, dtype=torch.float64)
@@ -102,18 +103,17 @@ def test_max_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised()
     lo = torch.stack([c - r for r in (0.01, 0.05, 0.2)])
     hi = torch.stack([c + r for r in (0.01, 0.05, 0.2)])
     ks = torch.tensor([1, 3, 9])
-    g = gradient_bounds(m, Interval(lo, hi), x, y, 0.3)
-    exact = aggregate_batch(g, ks, 0.3, "topk")
-    relaxed = aggregate_batch(g, ks, 0.3, "max")
-    fused = gradient_sum_bounds(m, Interval(lo, hi), x, y, ks, 0.3)
+    g = gradient_bounds(m, Interval(lo, hi), x, y, clip=0.3)
+    exact = batch_sum(g, subs=ks, clip=0.3, mode="topk")
+    relaxed = batch_sum(g, subs=ks, clip=0.3, mode="max")
+    stats = gradient_sum_stats(m, Interval(lo, hi), x, y, clip=0.3)
+    fused = batch_sum_from_stats(stats, subs=ks, clip=0.3, b=50)
     assert bool((relaxed.lo <= exact.lo + 1e-12).all() and (relaxed.hi >= exact.hi - 1e-12).all())
     assert torch.allclose(fused.lo, relaxed.lo, atol=1e-12) and torch.allclose(fused.hi, relaxed.hi, atol=1e-12)
 
 
 def test_compiled_fused_pass_matches_eager(monkeypatch):
     """The torch.compile'd pass (used for large problems) computes the same bounds."""
-    import certdp.bounds.ibp as ibp
-    from certdp.bounds.interval import Interval
     monkeypatch.setattr(ibp, "COMPILE_MIN_ELEMENTS", 1)
     monkeypatch.setattr(ibp, "_COMPILE", {"failed": False})
     gen = torch.Generator().manual_seed(3)
@@ -123,8 +123,8 @@ def test_compiled_fused_pass_matches_eager(monkeypatch):
     c = m.init(1)
     box = Interval(torch.stack([c - 0.01, c - 0.1]), torch.stack([c + 0.01, c + 0.1]))
     ks = torch.tensor([1, 4])
-    fused = ibp.IBP(aggregation="max").batch_sum_bounds(m, box, x, y, ks, 0.2)
-    eager = ibp.gradient_sum_bounds(m, box, x, y, ks, 0.2)
+    fused = ibp.IBP(aggregation="max").batch_sum_bounds(m, box, x, y, subs=ks, clip=0.2)
+    eager = batch_sum_from_stats(ibp.gradient_sum_stats(m, box, x, y, clip=0.2), subs=ks, clip=0.2, b=64)
     if ibp._COMPILE["failed"]:
         pytest.skip("torch.compile is not available on this machine")
     assert torch.allclose(fused.lo, eager.lo, atol=1e-11) and torch.allclose(fused.hi, eager.hi, atol=1e-11)

@@ -1,51 +1,64 @@
-"""Bound-propagation engines (one file each) behind the ``Certificate`` protocol.
+"""Bound-propagation engines behind the :class:`~certdp.bounds.base.Certificate` interface, and
+their registry.
 
-A certificate turns a box of parameters and a batch into per-sample clipped-gradient intervals
-(``per_sample_gradient_bounds``); window engines (MILP) may instead certify several steps at
-once (``step_window``). Engines register themselves by name in :data:`CERTIFICATES`.
+An engine turns parameter boxes and a batch into sound bounds on one training step (or on a
+window of steps); :mod:`certdp.bounds.base` declares every hook and its contract.  Each engine is
+one file (``ibp``, ``crown``, ``milp``) that imports only the base, :mod:`~certdp.bounds.interval`,
+:mod:`~certdp.bounds.aggregate` and other engines' functions.  Importing this package imports
+every module in it and registers each :class:`Certificate` subclass defined there with a
+``name`` (``certificate=NAME`` picks one), so adding an engine is adding one file (and its
+``configs/certificate/NAME.yaml``); :func:`register` adds one from elsewhere.
+:mod:`~certdp.bounds.shared` wraps an engine for huge numbers of radii (no name: not registered).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+import importlib
+import pkgutil
 
-import torch
+from certdp.bounds.base import Certificate
+from certdp.errors import ConfigError
 
-from certdp.bounds.interval import Interval
-
-
-class Certificate(Protocol):
-    name: str
-
-    def per_sample_gradient_bounds(self, model, theta: Interval, x: torch.Tensor,
-                                   y: torch.Tensor, clip: float) -> Interval:
-        """Intervals [K, P, n] (samples last) containing clip(grad_theta loss(f_theta(x_i), y_i)) for every
-        theta in the box ``theta`` ([K, P])."""
-        ...
+CERTIFICATES: dict[str, type[Certificate]] = {}
 
 
-CERTIFICATES: dict[str, Callable[..., Certificate]] = {}
+def register(cls: type[Certificate]) -> type[Certificate]:
+    """Register an engine class under its ``name`` (usable as a class decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Certificate)):
+        raise TypeError(f"{cls!r} is not a Certificate subclass")
+    if not cls.name:
+        raise TypeError(f"certificate {cls.__name__} has no name")
+    CERTIFICATES[cls.name] = cls
+    return cls
 
 
-def register_certificate(name: str):
-    def deco(factory):
-        CERTIFICATES[name] = factory
-        return factory
-    return deco
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    _mod = importlib.import_module(f"{__name__}.{_info.name}")
+    for _obj in vars(_mod).values():
+        if isinstance(_obj, type) and issubclass(_obj, Certificate) and _obj.__module__ == _mod.__name__ and _obj.name:
+            register(_obj)
 
 
 def get_certificate(name: str, **options) -> Certificate:
-    # Importing the engine modules registers them.
-    from certdp.bounds import ibp  # noqa: F401
-    try:
-        from certdp.bounds import crown  # noqa: F401
-    except ImportError:
-        pass
-    try:
-        from certdp.bounds import milp  # noqa: F401
-    except ImportError:
-        pass
+    """The engine ``name`` built with its ``certificate.<opt>`` options.
+
+    Options that belong to another registered engine are dropped (a preset may set the options
+    of the engine it defaults to, and ``certificate.name=...`` on the command line picks another
+    one); an option no engine reads is a :class:`ConfigError`."""
     if name not in CERTIFICATES:
-        from certdp.errors import ConfigError
         raise ConfigError("certificate.name", f"unknown certificate '{name}'; allowed: {', '.join(sorted(CERTIFICATES))}")
-    return CERTIFICATES[name](**options)
+    cls = CERTIFICATES[name]
+    known = {o for c in CERTIFICATES.values() for o in c.options}
+    for opt in options:
+        if opt not in known:
+            raise ConfigError(f"certificate.{opt}", f"unknown option; allowed for {name}: "
+                              f"{', '.join(cls.options) or 'none'}")
+    return cls(**{k: v for k, v in options.items() if k in cls.options})
+
+
+def check_supported(cert: Certificate, model) -> None:
+    """ConfigError naming the engines that can bound ``model`` when ``cert`` cannot."""
+    if not cert.supports(model):
+        allowed = [n for n, c in sorted(CERTIFICATES.items()) if c.supports(model)]
+        raise ConfigError("certificate.name", f"{cert.name} supports {cert.scope} only; "
+                          f"allowed for this model: {', '.join(allowed)}")

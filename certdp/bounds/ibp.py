@@ -1,100 +1,36 @@
-"""Interval bound propagation (IBP) through the forward *and* backward pass.
+"""Interval bound propagation (IBP) through the forward *and* backward pass (``certificate=ibp``).
 
-Given a box of parameters ``Theta = [theta_L, theta_U]`` ([K, P], one box per radius) and an
-exact batch ``(x, y)``, :func:`gradient_bounds` returns intervals [K, n, P] that contain
-``clip(grad_theta l(f_theta(x_i), y_i), -gamma, gamma)`` for every ``theta`` in the box.
+Given boxes of parameters ``Theta = [theta_L, theta_U]`` ([M, P]) and an exact batch ``(x, y)``,
+:func:`gradient_bounds` returns intervals [M, P, n] that contain
+``clip(grad_theta l(f_theta(x_i), y_i), -gamma, gamma)`` for every ``theta`` in each box.
 
-Forward: the first layer has exact inputs (``x+ W_L + x- W_U``); later layers have
-non-negative post-ReLU inputs, for which each product w*a is bounded exactly by sign-splitting
-the weight bound.  Backward: the output gradient of the loss is bounded from the output
-interval (MSE: 2(f - y); hinge: -y on the active side; cross-entropy: softmax bounds minus the
-one-hot); it is pushed through the transposed weights with midpoint-radius products and through
-the ReLU derivative (1 if the pre-activation is surely > 0, 0 if surely <= 0, [0, 1] otherwise).
-The weight gradient is an outer product of a delta interval with the (exact or >= 0) layer input.
+Forward: :func:`certdp.bounds.interval.forward_bounds` (exact first-layer inputs, sign-split
+products with the non-negative post-ReLU activations).  Backward: the output gradient of the loss
+is bounded from the output interval (the loss object's ``grad_bounds``); it is pushed through the
+transposed weights with midpoint-radius products and through the ReLU derivative (1 if the
+pre-activation is surely > 0, 0 if surely <= 0, [0, 1] otherwise).  The weight gradient is an
+outer product of a delta interval with the (exact or >= 0) layer input.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
-from certdp.bounds import register_certificate
-from certdp.bounds.interval import (Interval, matmul_exact_left, matmul_midrad,
-                                    matmul_nonneg_left, mul_exact, mul_nonneg)
+from certdp.bounds.aggregate import MODES, batch_sum_from_stats
+from certdp.bounds.base import Certificate
+from certdp.bounds.interval import Interval, forward_bounds, matmul_midrad
+from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 
-
-_WORKSPACE: dict[str, torch.Tensor] = {}
-
-
-def workspace(name: str, shape: tuple, dtype) -> torch.Tensor:
-    """A reusable buffer: AGT asks for the same large [K, P, n] tensors every step, and fresh
-    allocations of that size cost more than the arithmetic (page faults)."""
-    buf = _WORKSPACE.get(name)
-    numel = 1
-    for s_ in shape:
-        numel *= s_
-    if buf is None or buf.dtype != dtype or buf.numel() < numel:
-        buf = torch.empty(numel, dtype=dtype)
-        _WORKSPACE[name] = buf
-    return buf[:numel].view(shape)
-
-
-def release_workspace() -> None:
-    _WORKSPACE.clear()
-
-
-def forward_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor):
-    """Output interval [K, n, out] plus the cached pre-activation and activation intervals."""
-    lo_layers = model.unflatten(theta.lo)
-    hi_layers = model.unflatten(theta.hi)
-    acts: list = [x]
-    pres: list[Interval] = []
-    a = None
-    for l in range(model.n_layers):
-        w = Interval(lo_layers[l][0], hi_layers[l][0])
-        b = Interval(lo_layers[l][1].unsqueeze(-2), hi_layers[l][1].unsqueeze(-2))
-        z = matmul_exact_left(x, w) if l == 0 else matmul_nonneg_left(a, w)
-        z = Interval(z.lo + b.lo, z.hi + b.hi)
-        pres.append(z)
-        a = z.clamp(0.0, float("inf")) if l < model.n_layers - 1 else z
-        acts.append(a)
-    return a, acts, pres
-
-
-def output_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor) -> Interval:
-    out, _, _ = forward_bounds(model, theta, x)
-    return out
+log = logging.getLogger("certdp")
 
 
 def loss_grad_bounds(model: ModelSpec, out: Interval, y: torch.Tensor) -> Interval:
-    """Interval of d loss / d output given the output interval."""
-    if model.loss == "mse":
-        t = y.unsqueeze(-1)
-        return Interval(2.0 * (out.lo - t), 2.0 * (out.hi - t))
-    if model.loss == "hinge":
-        ys = y.unsqueeze(-1).to(out.lo.dtype)
-        m_lo = torch.where(ys > 0, out.lo, -out.hi)   # bounds of the margin y*f
-        m_hi = torch.where(ys > 0, out.hi, -out.lo)
-        active_sure = m_hi < 1.0
-        inactive_sure = m_lo >= 1.0
-        g = -ys.expand_as(out.lo)
-        zero = torch.zeros_like(out.lo)
-        lo = torch.where(active_sure, g, torch.where(inactive_sure, zero, torch.minimum(g, zero)))
-        hi = torch.where(active_sure, g, torch.where(inactive_sure, zero, torch.maximum(g, zero)))
-        return Interval(lo, hi)
-    # Softmax cross-entropy: p_c = 1 / (1 + sum_{j != c} exp(z_j - z_c)) is increasing in z_c
-    # and decreasing in z_j, so its extremes are at opposite corners.
-    lo_z, hi_z = out.lo, out.hi
-    shift = hi_z.max(dim=-1, keepdim=True).values
-    el, eu = torch.exp(lo_z - shift), torch.exp(hi_z - shift)
-    su, sl = eu.sum(-1, keepdim=True), el.sum(-1, keepdim=True)
-    p_lo = el / (el + (su - eu))
-    p_hi = eu / (eu + (sl - el))
-    p_lo, p_hi = p_lo.clamp(0, 1), p_hi.clamp(0, 1)
-    onehot = torch.nn.functional.one_hot(y.long(), out.lo.shape[-1]).to(out.lo.dtype)
-    return Interval(p_lo - onehot, p_hi - onehot)
+    """Interval of d loss / d output given the output interval (the loss object's bound)."""
+    return Interval(*model.loss.grad_bounds(out.lo, out.hi, y))
 
 
 def backprop_relu(delta: Interval, w: Interval, z: Interval) -> Interval:
@@ -108,18 +44,22 @@ def backprop_relu(delta: Interval, w: Interval, z: Interval) -> Interval:
                     s_lo * back.hi + s_un * back.hi.clamp(min=0))
 
 
-def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor,
-                    clip: float) -> Interval:
-    """Clipped per-sample gradient intervals [K, P, n] (samples last) over the box [K, P].
+def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                    clip: float, out: tuple[torch.Tensor, torch.Tensor] | None = None) -> Interval:
+    """Clipped per-sample gradient intervals [K, P, n] (samples last) over the boxes [K, P].
 
     Samples are the last axis so that the batch aggregation (sums and top-k over samples)
-    runs over contiguous memory; results are written into one preallocated buffer."""
-    out, acts, pres = forward_bounds(model, theta, x)
-    delta = loss_grad_bounds(model, out, y)
+    runs over contiguous memory.  The result is written into ``out`` (two [K, P, n] tensors the
+    caller owns) when given, else into fresh tensors."""
+    fwd, acts, pres = forward_bounds(model, theta, x)
+    delta = loss_grad_bounds(model, fwd, y)
     lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
-    lo_buf = workspace("ibp_lo", (K, P, n), theta.lo.dtype)
-    hi_buf = workspace("ibp_hi", (K, P, n), theta.lo.dtype)
+    if out is None:
+        lo_buf = torch.empty(K, P, n, dtype=theta.lo.dtype)
+        hi_buf = torch.empty(K, P, n, dtype=theta.lo.dtype)
+    else:
+        lo_buf, hi_buf = out
     xt = x.transpose(0, 1).contiguous()
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)
     for l in range(model.n_layers - 1, -1, -1):
@@ -163,15 +103,17 @@ def _block_stats(dlo, dhi, alo, ahi, clip: float, exact: bool):
     return lo.sum(-1), lo.amax(-1), hi.sum(-1), hi.amin(-1)
 
 
-def gradient_sum_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor,
-                        ks: torch.Tensor, clip: float) -> Interval:
-    """Batch-sum bounds with the ``max`` aggregation, computed layer block by layer block with
-    fused reductions: sum_i l_i - k * max_i l_i - k*gamma  and  sum_i u_i - k * min_i u_i + k*gamma.
+def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                       clip: float) -> tuple[torch.Tensor, ...]:
+    """The reductions over samples of the clipped per-sample gradient bounds, [K, P] each:
+    (sum of lower bounds, max of lower bounds, sum of upper bounds, min of upper bounds), what
+    the ``max`` aggregation reads (:func:`certdp.bounds.aggregate.batch_sum_from_stats`).
 
-    Same bound as ``aggregate_batch(gradient_bounds(...), mode="max")`` (up to summation order),
-    without materialising the [K, P, n] per-sample intervals."""
-    out, acts, pres = forward_bounds(model, theta, x)
-    delta = loss_grad_bounds(model, out, y)
+    Computed layer block by layer block with fused reductions: the same numbers as
+    ``aggregate.batch_stats(gradient_bounds(...))`` up to summation order, without
+    materialising the [K, P, n] per-sample intervals."""
+    fwd, acts, pres = forward_bounds(model, theta, x)
+    delta = loss_grad_bounds(model, fwd, y)
     lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, P = theta.lo.shape[0], model.n_params
     stats = [torch.empty(K, P, dtype=theta.lo.dtype) for _ in range(4)]
@@ -194,10 +136,7 @@ def gradient_sum_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: t
             stats[j][:, sb] = rb[j]
         if l > 0:
             delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
-    b = x.shape[0]
-    kf = ks.clamp(max=b).to(theta.lo.dtype).unsqueeze(-1)
-    lo_sum, lo_max, hi_sum, hi_min = stats
-    return Interval(lo_sum - kf * lo_max - kf * clip, hi_sum - kf * hi_min + kf * clip)
+    return tuple(stats)
 
 
 _COMPILED: dict = {}
@@ -212,58 +151,57 @@ COMPILE_FLOOR = 100_000
 _EAGER_WORK: dict = {}
 
 
-def _compiled_sum_bounds(model: ModelSpec, clip: float):
-    """``gradient_sum_bounds`` through ``torch.compile``: inductor fuses the interval forward,
+def _compiled_sum_stats(model: ModelSpec, clip: float):
+    """``gradient_sum_stats`` through ``torch.compile``: inductor fuses the interval forward,
     backward and per-layer reductions into a few loops, so the [K, P, n] per-sample bounds are
     never materialised (measured >10x faster on the California MLP).  Compiled once per model
     and clip; the same arithmetic as the eager function."""
     key = (model, float(clip))
     fn = _COMPILED.get(key)
     if fn is None:
-        def fused(lo, hi, x, y, ks):
-            r = gradient_sum_bounds(model, Interval(lo, hi), x, y, ks, clip)
-            return r.lo, r.hi
+        def fused(lo, hi, x, y):
+            return gradient_sum_stats(model, Interval(lo, hi), x, y, clip=clip)
         fn = _COMPILED[key] = torch.compile(fused, dynamic=None)
     return fn
 
 
-class IBP:
-    """Interval bound propagation certificate (``certificate=ibp``)."""
+def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+              clip: float) -> tuple[torch.Tensor, ...]:
+    """:func:`gradient_sum_stats`, compiled for large problems (falls back to eager where
+    ``torch.compile`` is unavailable, or with ``CERTDP_NO_COMPILE=1``)."""
+    size = theta.lo.shape[0] * x.shape[0] * model.n_params
+    key = (model, float(clip))
+    big = size >= COMPILE_MIN_ELEMENTS or (
+        size >= COMPILE_FLOOR and _EAGER_WORK.get(key, 0) >= COMPILE_AFTER_WORK)
+    if big and not _COMPILE["failed"] and os.environ.get("CERTDP_NO_COMPILE", "0") in ("", "0"):
+        try:
+            return _compiled_sum_stats(model, clip)(theta.lo, theta.hi, x, y)
+        except Exception as e:  # no C++ toolchain or unsupported op: stay correct, get slower
+            log.warning("torch.compile unavailable (%s); eager IBP", type(e).__name__)
+            _COMPILE["failed"] = True
+    _EAGER_WORK[key] = _EAGER_WORK.get(key, 0) + size
+    return gradient_sum_stats(model, theta, x, y, clip=clip)
+
+
+class IBP(Certificate):
+    """Interval bound propagation (``certificate=ibp``).
+
+    Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``max``
+    (k times the extreme bound, from fused reductions: one pass, no [M, P, b] tensor)."""
 
     name = "ibp"
+    options = ("aggregation",)
 
-    def __init__(self, aggregation: str = "topk", **_):
-        if aggregation not in ("topk", "max"):
-            from certdp.errors import ConfigError
-            raise ConfigError("certificate.aggregation", f"unknown '{aggregation}'; allowed: topk, max")
+    def __init__(self, *, aggregation: str = "topk"):
+        if aggregation not in MODES:
+            raise ConfigError("certificate.aggregation", f"unknown '{aggregation}'; allowed: {', '.join(MODES)}")
         self.aggregation = aggregation
 
-    def batch_sum_bounds(self, model, theta, x, y, ks, clip):
-        """Bounds on the batch sum of clipped gradients for every radius (see ``agt``)."""
+    def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
+        return gradient_bounds(model, theta, x, y, clip=clip, out=out)
+
+    def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
         if self.aggregation == "max":
-            size = theta.lo.shape[0] * x.shape[0] * model.n_params
-            key = (model, float(clip))
-            big = size >= COMPILE_MIN_ELEMENTS or (
-                size >= COMPILE_FLOOR and _EAGER_WORK.get(key, 0) >= COMPILE_AFTER_WORK)
-            if big and not _COMPILE["failed"] and \
-                    os.environ.get("CERTDP_NO_COMPILE", "0") in ("", "0"):
-                try:
-                    lo, hi = _compiled_sum_bounds(model, clip)(theta.lo, theta.hi, x, y, ks)
-                    return Interval(lo, hi)
-                except Exception as e:  # no C++ toolchain or unsupported op: stay correct, get slower
-                    import logging
-                    logging.getLogger("certdp").warning("torch.compile unavailable (%s); eager IBP", type(e).__name__)
-                    _COMPILE["failed"] = True
-            _EAGER_WORK[key] = _EAGER_WORK.get(key, 0) + size
-            return gradient_sum_bounds(model, theta, x, y, ks, clip)
-        from certdp.agt import aggregate_batch
-        return aggregate_batch(gradient_bounds(model, theta, x, y, clip), ks, clip, "topk")
-
-    def per_sample_gradient_bounds(self, model, theta, x, y, clip):
-        return gradient_bounds(model, theta, x, y, clip)
-
-    def output_bounds(self, model, theta, x):
-        return output_bounds(model, theta, x)
-
-
-register_certificate("ibp")(IBP)
+            stats = sum_stats(model, boxes, x, y, clip=clip)
+            return batch_sum_from_stats(stats, subs=subs, src=src, clip=clip, b=x.shape[0])
+        return super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)

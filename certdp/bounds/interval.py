@@ -1,4 +1,4 @@
-"""Interval value type and the few interval products AGT needs.
+"""Interval value type, the few interval products AGT needs, and the interval forward pass.
 
 All functions are sound over-approximations in exact arithmetic; rounding is handled by
 :func:`outward`, applied once per training step by AGT.
@@ -6,9 +6,8 @@ All functions are sound over-approximations in exact arithmetic; rounding is han
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -102,3 +101,33 @@ def mul_nonneg(d: Interval, a: Interval) -> Interval:
     """Bounds of ``d * a`` (broadcast) for an interval ``d`` and ``a`` >= 0."""
     return Interval(d.lo.clamp(min=0) * a.lo + d.lo.clamp(max=0) * a.hi,
                     d.hi.clamp(min=0) * a.hi + d.hi.clamp(max=0) * a.lo)
+
+
+def forward_bounds(model, theta: Interval, x: torch.Tensor):
+    """Interval forward pass of a Linear/ReLU stack (``certdp.models.ModelSpec``) over the
+    parameter boxes ``theta`` [K, P] for exact inputs ``x`` [n, d]: the output interval
+    [K, n, out] plus the pre-activation and activation intervals of every layer.
+
+    The first layer has exact inputs (``x+ W_L + x- W_U``); later layers have non-negative
+    post-ReLU inputs, for which each product w*a is bounded exactly by sign-splitting the
+    weight bound."""
+    lo_layers = model.unflatten(theta.lo)
+    hi_layers = model.unflatten(theta.hi)
+    acts: list = [x]
+    pres: list[Interval] = []
+    a = None
+    for l in range(model.n_layers):
+        w = Interval(lo_layers[l][0], hi_layers[l][0])
+        b = Interval(lo_layers[l][1].unsqueeze(-2), hi_layers[l][1].unsqueeze(-2))
+        z = matmul_exact_left(x, w) if l == 0 else matmul_nonneg_left(a, w)
+        z = Interval(z.lo + b.lo, z.hi + b.hi)
+        pres.append(z)
+        a = z.clamp(0.0, float("inf")) if l < model.n_layers - 1 else z
+        acts.append(a)
+    return a, acts, pres
+
+
+def output_bounds(model, theta: Interval, x: torch.Tensor) -> Interval:
+    """Intervals [K, n, out] containing f_theta(x) for every theta in the boxes [K, P]."""
+    out, _, _ = forward_bounds(model, theta, x)
+    return out

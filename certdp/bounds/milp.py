@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing as mp
 import os
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -45,10 +47,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from certdp.bounds import register_certificate
-from certdp.bounds.ibp import gradient_bounds, output_bounds
+from certdp.bounds.base import Certificate
+from certdp.bounds.crown import single_layer_step
+from certdp.bounds.ibp import gradient_bounds
 from certdp.bounds.interval import Interval, outward
 from certdp.errors import ConfigError
+from certdp.losses import MSE, Hinge, Loss
 
 log = logging.getLogger("certdp")
 
@@ -82,7 +86,7 @@ class _Rows:
 class WindowProblem:
     """Everything one radius' MILP needs, as plain numpy (picklable for worker processes)."""
 
-    loss: str
+    loss: Loss
     xt: np.ndarray          # [F, b, P] augmented inputs x~ of each step's batch
     y: np.ndarray           # [F, b]
     rec: np.ndarray         # [F, b] window-local record id (0..R-1) of each slot
@@ -122,7 +126,7 @@ def build(prob: WindowProblem):
             yi = float(prob.y[t, i])
             s = subst[prob.rec[t, i]]
             # affine clipped gradient per coordinate: (cols, coefs, const)
-            if prob.loss == "mse":
+            if isinstance(prob.loss, MSE):
                 # residual r = x . theta - y over the box: exact range
                 r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
                 r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
@@ -142,7 +146,7 @@ def build(prob: WindowProblem):
             for p in range(P):
                 Gc = new(-g, g)
                 G_cols.append((p, Gc))
-                if prob.loss == "mse":
+                if isinstance(prob.loss, MSE):
                     scale = 2.0 * x[p]
                     zc = scale * x                      # z = zc . theta - scale * y
                     z0 = -scale * yi
@@ -188,6 +192,8 @@ def build(prob: WindowProblem):
 
 
 # ------------------------------------------------------------------------ solvers
+# highspy and pulp are imported where a window is solved: importing them costs start-up time
+# for every command, and a build without highspy falls back to CBC (solve_window).
 _BANNER_DONE = False
 
 
@@ -198,7 +204,6 @@ def _highs():
     if _BANNER_DONE:
         h = highspy.Highs()
     else:
-        import sys
         sys.stdout.flush()
         fd = os.dup(1)
         nul = os.open(os.devnull, os.O_WRONLY)
@@ -338,16 +343,19 @@ def _solve_task(args):
 
 
 # ------------------------------------------------------------------------ certificate
-class MILP:
+class MILP(Certificate):
     """``certificate=milp``: exact MILP windows every ``frequency`` steps (see module docstring).
 
     Options: ``frequency`` (F >= 1), ``time_limit`` (seconds per objective), ``solver``
-    (highs | cbc), ``workers`` (processes for the radii of a window, 1 or 2), ``mip_gap``."""
+    (highs | cbc), ``workers`` (processes for the radii of a window, 1 or 2), ``mip_gap``.
+    ``stats`` collects one dict per (window, radius) with the solver's outcome."""
 
     name = "milp"
+    options = ("frequency", "time_limit", "solver", "workers", "mip_gap")
+    scope = "single-layer mse or hinge models"
     memory_factor = 48
 
-    def __init__(self, frequency=1, time_limit=30.0, solver="highs", workers=2, mip_gap=1e-4, **_):
+    def __init__(self, *, frequency=1, time_limit=30.0, solver="highs", workers=2, mip_gap=1e-4):
         try:
             F = int(frequency)
         except (TypeError, ValueError):
@@ -368,53 +376,51 @@ class MILP:
             w = 0
         if w not in (1, 2):
             raise ConfigError("certificate.workers", f"must be 1 or 2 (got {workers!r})")
+        try:
+            gap = float(mip_gap)
+        except (TypeError, ValueError):
+            gap = -1.0
+        if not gap >= 0:
+            raise ConfigError("certificate.mip_gap", f"must be a number >= 0 (got {mip_gap!r})")
         self.window_steps = F
         self.time_limit = tl
         self.solver = solver
         self.workers = w
-        self.mip_gap = float(mip_gap)
-        self.stats: list[dict] = []       # one entry per (window, radius)
+        self.mip_gap = gap
+        self.stats: list[dict] = []
 
-    @staticmethod
-    def supports(model) -> bool:
-        return model.n_layers == 1 and model.widths[-1] == 1 and model.loss in ("mse", "hinge")
+    @classmethod
+    def supports(cls, model) -> bool:
+        return model.n_layers == 1 and model.widths[-1] == 1 and isinstance(model.loss, (MSE, Hinge))
 
-    def per_sample_gradient_bounds(self, model, theta, x, y, clip):
-        return gradient_bounds(model, theta, x, y, clip)
+    def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
+        return gradient_bounds(model, theta, x, y, clip=clip, out=out)
 
-    def output_bounds(self, model, theta, x):
-        return output_bounds(model, theta, x)
-
-    def window_bounds(self, model, box: Interval, x: torch.Tensor, y: torch.Tensor,
+    def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
                       plan: torch.Tensor, steps, ks: torch.Tensor, settings) -> Interval:
-        """T_k at the end of the window ``steps`` ([K, P]) from the boxes ``box`` at its start."""
-        from certdp.bounds.crown import single_layer_step
-        if not self.supports(model):
-            raise ConfigError("certificate.name", "milp encodes single-layer mse or hinge models only; "
-                              "allowed for this model: ibp, crown")
+        """T_k at the end of the window ``steps`` ([K, P]) from the boxes at its start."""
         steps = list(steps)
         lam, lr, g = settings.contraction, settings.lr, settings.clip
         n = x.shape[0]
         full = plan.shape[1] == n
         b = plan.shape[1]
         # propagated boxes B_0..B_F (big-M bounds and the fallback)
-        boxes = [box]
+        path = [boxes]
         for t in steps:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-            raw = single_layer_step(model, boxes[-1], xb, yb, ks, settings)
-            boxes.append(outward(raw, rel=1e-12, abs_=1e-14))
+            raw = single_layer_step(model, path[-1], xb, yb, subs=ks, settings=settings)
+            path.append(outward(raw, rel=1e-12, abs_=1e-14))
         # the caller widens the window's result once more; the fallback is the raw last step
         idx = torch.stack([torch.arange(n) if full else plan[t] for t in steps])     # [F, b]
         uniq, rec = torch.unique(idx, return_inverse=True)
         xt = torch.cat([x, torch.ones(n, 1, dtype=x.dtype)], 1)[idx]                 # [F, b, P]
         yy = y.to(x.dtype)[idx]
-        blo = torch.stack([bx.lo for bx in boxes], 1).numpy()                        # [K, F+1, P]
-        bhi = torch.stack([bx.hi for bx in boxes], 1).numpy()
+        blo = torch.stack([bx.lo for bx in path], 1).numpy()                         # [K, F+1, P]
+        bhi = torch.stack([bx.hi for bx in path], 1).numpy()
         probs = [WindowProblem(model.loss, xt.numpy(), yy.numpy(), rec.numpy(), len(uniq),
                                blo[j], bhi[j], lam, lr, g, int(k)) for j, k in enumerate(ks.tolist())]
         tasks = [(p, self.solver, self.time_limit, self.mip_gap) for p in probs]
         if self.workers > 1 and len(tasks) > 1 and len(steps) * b >= 20:
-            import multiprocessing as mp
             with ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("fork")) as ex:
                 res = list(ex.map(_solve_task, tasks))
         else:
@@ -443,17 +449,11 @@ class MILP:
         return Interval(lo, hi)
 
 
-register_certificate("milp")(MILP)
-
-
 class Exact(MILP):
     """``certificate=exact``: the MILP with one step per window (exact per step)."""
 
     name = "exact"
+    options = ("time_limit", "solver", "workers", "mip_gap")
 
     def __init__(self, **opts):
-        opts = {k: v for k, v in opts.items() if k != "frequency"}
         super().__init__(frequency=1, **opts)
-
-
-register_certificate("exact")(Exact)

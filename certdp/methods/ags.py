@@ -27,10 +27,11 @@ each window.  Per-release budgets come from an accountant (basic, advanced, opti
 composition, or PLD of the (eps0, delta0) dominating pair); see :func:`per_release_budget`.
 
 Huge K (mnist5: k = 1..4096 and N over 28,596 samples).  The per-sample gradient intervals of
-radius k may be computed on any box containing T_k; :class:`SharedBoxes` computes them on a few
-representative radii (a geometric grid) and lets every k in a group use its representative's
-intervals with its own top-k aggregation and k*gamma term.  Sound because T_k is a subset of
-T_r for k <= r (AGT intersects boxes downwards).  Every radius keeps its own envelope.
+radius k may be computed on any box containing T_k; :class:`certdp.bounds.shared.SharedBoxes`
+computes them on a few representative radii (a geometric grid) and lets every k in a group use
+its representative's intervals with its own top-k aggregation and k*gamma term.  Sound because
+T_k is a subset of T_r for k <= r (AGT intersects boxes downwards).  Every radius keeps its own
+envelope.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ import torch
 
 from certdp import DTYPE
 from certdp.agt import Envelopes, run_agt
-from certdp.bounds.interval import Interval
+from certdp.bounds import get_certificate
+from certdp.bounds.shared import SharedBoxes
 from certdp.errors import ConfigError
 from certdp.config import parse_beta, parse_choices, parse_delta, parse_epsilons
 from certdp.methods.common import Experiment, build_experiment, generator_for, tensors
@@ -228,81 +230,6 @@ def accounting_frame(eps_list, delta: float, ns, methods=ACCOUNTANTS) -> pd.Data
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------------------- certificate
-class SharedBoxes:
-    """Per-sample gradient intervals on representative radii only (see module docstring).
-
-    Groups: each radius k uses the smallest grid radius r >= k among {round(ratio^i)} and the
-    largest radius; radii >= b (batch size) take the trivial sum [-b gamma, b gamma].  The
-    top-k sums are exact up to ``topk_cap``; beyond it each further removed lower (upper) bound
-    is bounded by the cap-th largest (smallest) one, which is exact when many samples are
-    clipped at the same value (the common case) and sound always."""
-
-    def __init__(self, base, ratio: float, topk_cap: int = 256, use_base_step: bool = False):
-        self.base, self.ratio, self.topk_cap = base, float(ratio), int(topk_cap)
-        self.name = f"{base.name}+shared{ratio:g}"
-        self.use_base_step = bool(use_base_step)
-        self.memory_factor = 1e-9      # this wrapper manages its own memory: one chunk of radii
-
-    def output_bounds(self, model, theta, x):
-        return self.base.output_bounds(model, theta, x)
-
-    def _reps(self, ks: torch.Tensor) -> torch.Tensor:
-        grid, r = set(), 1.0
-        while r <= float(ks.max()) * self.ratio:
-            grid.add(int(math.ceil(r)))
-            r *= self.ratio
-        kl = ks.tolist()
-        is_rep = [k in grid or j == len(kl) - 1 for j, k in enumerate(kl)]
-        rep, nxt = [0] * len(kl), len(kl) - 1
-        for j in range(len(kl) - 1, -1, -1):
-            if is_rep[j]:
-                nxt = j
-            rep[j] = nxt
-        return torch.as_tensor(rep)
-
-    def step_bounds(self, model, box: Interval, x, y, ks, settings: TrainSettings) -> Interval:
-        gamma, lam, lr = settings.clip, settings.contraction, settings.lr
-        b = x.shape[0]
-        rep = self._reps(ks)
-        lo_out, hi_out = torch.empty_like(box.lo), torch.empty_like(box.hi)
-        big = ks >= b
-        if big.any():
-            lo_out[big] = lam * box.lo[big] - lr * gamma
-            hi_out[big] = lam * box.hi[big] + lr * gamma
-        small = (~big).nonzero().flatten()
-        if len(small):
-            reps = torch.unique(rep[small])
-            g = self.base.per_sample_gradient_bounds(model, Interval(box.lo[reps], box.hi[reps]), x, y, gamma)
-            for gi, r in enumerate(reps.tolist()):
-                members = small[rep[small] == r]
-                kk = ks[members]
-                kcap = min(int(kk.max()), self.topk_cap)
-                lo_g, hi_g = g.lo[gi], g.hi[gi]                   # [P, b]
-                top_lo = torch.topk(lo_g, kcap, dim=-1, largest=True).values     # descending
-                bot_hi = torch.topk(hi_g, kcap, dim=-1, largest=False).values    # ascending
-                # beyond the cap every further removed value is at most the cap-th largest
-                # lower bound (at least the cap-th smallest upper bound): a sound extension.
-                ext = (kk - kcap).clamp(min=0).to(DTYPE).unsqueeze(-1)          # [M, 1]
-                idx = kk.clamp(max=kcap) - 1
-                rm_lo = top_lo.cumsum(-1)[:, idx].T + ext * top_lo[:, -1]
-                rm_hi = bot_hi.cumsum(-1)[:, idx].T + ext * bot_hi[:, -1]
-                kg = (kk.to(DTYPE) * gamma).unsqueeze(-1)
-                s_lo = lo_g.sum(-1) - rm_lo - kg                  # [M, P]
-                s_hi = hi_g.sum(-1) - rm_hi + kg
-                lo_out[members] = lam * box.lo[members] - (lr / b) * s_hi
-                hi_out[members] = lam * box.hi[members] - (lr / b) * s_lo
-            base_step = getattr(self.base, "step_bounds", None)
-            supports = getattr(self.base, "supports_step", None)
-            if self.use_base_step and base_step is not None and supports is not None and supports(model):
-                # the base engine's own (joint) step bound on the representative boxes: tighter there
-                rs = torch.unique(rep[small])
-                nb = base_step(model, Interval(box.lo[rs], box.hi[rs]), x, y, ks[rs], settings)
-                lo_out[rs] = torch.maximum(lo_out[rs], nb.lo)
-                hi_out[rs] = torch.minimum(hi_out[rs], nb.hi)
-        return Interval(lo_out, hi_out)
-
-
 # ---------------------------------------------------------------------------- core
 def trivial_cover(settings: TrainSettings, n_params: int, window: tuple[int, int]) -> float:
     """l1 distance bound between any two runs of the window from the same start (T_N's width)."""
@@ -318,7 +245,6 @@ def parameter_staircase(env: Envelopes, *, n_total: int, cover: float) -> Stairc
 
 
 def get_cert(exp: Experiment, share_ratio: float | None):
-    from certdp.bounds import get_certificate
     cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
     cert = get_certificate(exp.certificate.get("name", "ibp"), **cfg)
     return SharedBoxes(cert, share_ratio) if share_ratio else cert

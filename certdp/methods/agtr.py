@@ -21,6 +21,7 @@ import torch
 from certdp import DTYPE
 from certdp.agt import Envelopes, run_agt
 from certdp.bounds import get_certificate
+from certdp.bounds.base import Certificate
 from certdp.config import mechanisms_for
 from certdp.methods.common import (Experiment, build_experiment, generator_for, global_sensitivity,
                                    release_errors, tensors)
@@ -45,10 +46,8 @@ def certify(exp: Experiment, progress: bool = True):
     return env, sc, pred, {"agt_seconds": t_agt, "radii": len(ks), "k_max": ks[-1]}
 
 
-def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor, cert=None):
-    from certdp.bounds.ibp import output_bounds
-    bound = getattr(cert, "output_bounds", None) or (lambda m, b, x: output_bounds(m, b, x))
-    out = bound(exp.model, env.box, xt)                      # [K, n, 1]
+def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor, cert: Certificate):
+    out = cert.output_bounds(exp.model, env.box, xt)         # [K, n, 1]
     pred = exp.model.forward(env.nominal, xt)                # [n, 1]
     rng = exp.dataset.output_range
     lo, hi = out.lo, out.hi

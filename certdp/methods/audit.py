@@ -74,7 +74,7 @@ def smoothness_check(exp, sc, x, y, xt, plan, ks, cert, betas, R: int, modes, n_
     rows = []
     for mode in modes:
         gen = generator_for(exp.seed, "audit-smooth", mode)
-        X, Y = neighbours(mode, 1, R, x, y, plan, exp.model.loss, n_classes, gen)
+        X, Y = neighbours(mode, 1, R, x, y, plan, exp.model.loss.name, n_classes, gen)
         worst = torch.zeros(len(bt), dtype=DTYPE)
         viol = 0
         for r in range(R):
@@ -187,8 +187,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     env = run_agt(exp.model, theta0, x, y, exp.train, ks, certificate=cert, plan=plan, progress=progress)
     t_agt = time.perf_counter() - t0
     kpos = {k: j for j, k in enumerate(env.k_values.tolist())}
-    bound = getattr(cert, "output_bounds", None)
-    out_box = bound(exp.model, env.box, xt)                                   # [K, n, out]
+    out_box = cert.output_bounds(exp.model, env.box, xt)                                   # [K, n, out]
     f_nom = exp.model.forward(env.nominal, xt)                                 # [n, out]
     # staircase path bounds for regression (needs a ceiling: GS or T_N)
     path = None
@@ -218,7 +217,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                 total = total + a[:, c]
         for mode in modes:
             gen = generator_for(exp.seed, "audit", mode, k)
-            X, Y = neighbours(mode, k, R, x, y, plan, exp.model.loss, n_classes, gen)
+            X, Y = neighbours(mode, k, R, x, y, plan, exp.model.loss.name, n_classes, gen)
             thetas = []
             for s in range(0, R, per_chunk):
                 th = train(exp.model, theta0.expand(min(per_chunk, R - s), -1), X[s:s + per_chunk],

@@ -12,6 +12,7 @@ import torch
 from certdp import DTYPE
 from certdp.config import (ModelSettings, PrivacySettings, StaircaseSettings, mechanisms_for,
                            model_settings, privacy_settings, staircase_settings, train_settings)
+from certdp.bounds import check_supported, get_certificate
 from certdp.data import Dataset, load_dataset
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec, build_model
@@ -42,12 +43,12 @@ def build_experiment(cfg: dict, *, privacy_parser=None) -> Experiment:
     sc = staircase_settings(cfg.get("staircase") or {})
     pv = (privacy_parser or privacy_settings)(cfg.get("privacy") or {})
     cert = dict(cfg.get("certificate") or {"name": "ibp"})
-    from certdp.bounds import get_certificate
-    get_certificate(cert.get("name", "ibp"), **{k: v for k, v in cert.items() if k != "name"})
+    engine = get_certificate(cert.get("name", "ibp"), **{k: v for k, v in cert.items() if k != "name"})
     ds = load_dataset(dcfg, seed)
     n_out = ds.n_classes if ds.task == "multiclass" else 1
     loss = ms.loss if ds.task == "regression" else ("hinge" if ds.task == "binary" and ms.arch != "logistic" else "ce")
     model = build_model(ms.arch, ds.n_features, hidden=ms.hidden, n_out=n_out, loss=loss)
+    check_supported(engine, model)
     return Experiment(ds, model, ms, tr, sc, pv, cert, seed)
 
 

@@ -100,7 +100,7 @@ def _public(exp: Experiment):
     if ds.x_public is None or len(ds.x_public) < 4:
         return None
     xp = torch.as_tensor(ds.x_public, dtype=DTYPE)
-    yp = torch.as_tensor(ds.y_public, dtype=DTYPE) if ds.task == "binary" and exp.model.loss == "hinge" else torch.as_tensor(ds.y_public)
+    yp = torch.as_tensor(ds.y_public, dtype=DTYPE) if ds.task == "binary" and exp.model.loss.name == "hinge" else torch.as_tensor(ds.y_public)
     split = (ds.info or {}).get("public_split")
     if isinstance(split, dict) and "pate_pool" in split:
         h = int(split["pate_pool"][1])
@@ -165,7 +165,7 @@ def pate(exp: Experiment, cfg: dict, *, regime: str, epsilon: float, delta: floa
     xq, _ = pool
     xs, ys = selection
     n = x.shape[0]
-    binary = model.loss == "hinge"
+    binary = model.loss.name == "hinge"
     C = 2 if binary else model.widths[-1]
     best = None
     perm = torch.as_tensor(np.random.default_rng(exp.seed + 17).permutation(n))
@@ -210,7 +210,7 @@ def baseline_rows(exp: Experiment, arms, pv, *, theta_np=None, plan=None) -> lis
     """Rows (arm x regime x epsilon) of the baselines, for ``certdp ags`` and ``certdp dpsgd``."""
     ds, model = exp.dataset, exp.model
     x, y, xt, yt = tensors(ds)
-    if model.loss == "hinge":
+    if model.loss.name == "hinge":
         y, yt = y.to(DTYPE), yt.to(DTYPE)
     plan = batch_plan(ds.n_train, exp.train) if plan is None else plan
     theta0 = model.init(exp.train.seed)
@@ -291,7 +291,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         if a not in ("dpsgd_matched", "dpsgd_optimised", "pate"):
             raise ConfigError("dpsgd.arms", f"unknown '{a}'; allowed: dpsgd_matched, dpsgd_optimised, pate")
     x, y, xt, yt = tensors(exp.dataset)
-    if exp.model.loss == "hinge":
+    if exp.model.loss.name == "hinge":
         y, yt = y.to(DTYPE), yt.to(DTYPE)
     th = train(exp.model, exp.model.init(exp.train.seed), x, y, exp.train)
     common = {"dataset": exp.dataset.name, "nonprivate_accuracy": float(accuracy(exp.model, th, xt, yt)),

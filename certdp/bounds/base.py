@@ -1,0 +1,132 @@
+"""The certificate interface: every hook a bound-propagation engine may provide to AGT.
+
+Notation.  A *box* is a row of an :class:`Interval` ``boxes`` [M, P] over the flat parameter
+vector.  A batch is ``(x [b, d], y [b])`` of the fixed batch plan; gamma = ``settings.clip``,
+lam = ``settings.contraction``, lr = ``settings.lr``.  A *query* q = (``src[q]``, ``subs[q]``)
+asks for one training step from box ``src[q]`` with at most ``subs[q]`` of the b records of the
+batch substituted; ``src=None`` means ``src = arange(Q)`` (query q starts from box q).  AGT's
+pairing is ``src=None, subs=k_values``: box j is T_k for k = k_values[j], every batch holding at
+most k substituted records.  Several queries may share one box (e.g. one box per number of
+substitutions used so far, several numbers of substitutions in this batch); engines compute
+what depends on the box alone once per box.
+
+Step contract.  Row q of ``step_bounds`` contains
+
+    lam * theta - (lr / b) * sum_{i=1..b} clip(grad_theta loss(f_theta(x'_i), y'_i), -gamma, gamma)
+
+for every theta in ``boxes[src[q]]`` and every batch (x', y') that equals (x, y) except in at
+most ``subs[q]`` records, which are arbitrary (any features, any label the loss accepts);
+``subs[q] = 0`` (no substitution) and ``subs[q] >= b`` are allowed.  Row q of
+``batch_sum_bounds`` contains the sum above (before the step), and entry [m, p, i] of
+``per_sample_gradient_bounds`` contains clip(grad_theta loss(f_theta(x_i), y_i))_p for every
+theta in box m.  A window engine's ``window_bounds`` contains theta_{t0+F} for every dataset
+within ``ks[j]`` substitutions of D (over the whole dataset) whose run passes box j at step t0.
+All bounds are sound in exact arithmetic; AGT widens every step by a relative 1e-12 against
+rounding.
+
+Hooks (an engine overrides at least one of the first three; the others have defaults):
+
+=========================================  ===================================================
+``per_sample_gradient_bounds``             [M, P, b] per-sample intervals (default: error
+                                           naming the hook)
+``batch_sum_bounds``                       [Q, P] (default: the per-sample intervals,
+                                           aggregated once per box by top-k, see
+                                           :mod:`certdp.bounds.aggregate`)
+``step_bounds``                            [Q, P] (default: ``batch_sum_bounds`` + the
+                                           clipped-GD step)
+``output_bounds``                          [M, n, out] model outputs over the boxes (default:
+                                           the interval forward pass)
+``window_steps`` / ``window_bounds``       F steps certified at once from the window's start
+                                           boxes (default: None, one step at a time)
+``supports(model)``                        False: AGT refuses the model with a one-line
+                                           error naming the engines that do (default: True)
+``memory_factor``                          [P, b] float64 temporaries per box a step holds;
+                                           AGT chunks the queries to a memory budget (default 2)
+``options``                                the ``certificate.<opt>`` keys the constructor reads
+``scope``                                  the models supported, in words (for errors)
+=========================================  ===================================================
+
+Options are validated in the constructor (``ConfigError`` with key ``certificate.<opt>``).
+Adding a certificate: one file with one subclass, registered in :mod:`certdp.bounds` (or with
+``certdp.bounds.register`` from anywhere), plus ``configs/certificate/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from typing import ClassVar
+
+import torch
+
+from certdp.bounds.aggregate import batch_sum, clipped_gd_step
+from certdp.bounds.interval import Interval, output_bounds
+
+_COMPUTE_HOOKS = ("per_sample_gradient_bounds", "batch_sum_bounds", "step_bounds")
+
+
+class Certificate(ABC):
+    """Base class of the bound-propagation engines (see the module docstring for the contract)."""
+
+    name: ClassVar[str] = ""
+    options: ClassVar[tuple[str, ...]] = ()
+    scope: ClassVar[str] = "every model"
+    memory_factor: float = 2.0
+    window_steps: int | None = None
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        own = {h for c in cls.__mro__ if c not in (Certificate, ABC, object) for h in vars(c)}
+        if not own.intersection(_COMPUTE_HOOKS):
+            raise TypeError(f"certificate {cls.__name__} implements none of {', '.join(_COMPUTE_HOOKS)}")
+
+    @classmethod
+    def supports(cls, model) -> bool:
+        """Whether the engine can bound ``model`` (widths and loss only, never the options)."""
+        return True
+
+    def per_sample_gradient_bounds(self, model, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                                   clip: float, out: tuple[torch.Tensor, torch.Tensor] | None = None) -> Interval:
+        """Intervals [M, P, b] (samples last) containing the clipped per-sample gradients over each
+        box of ``theta`` [M, P].  ``out``: two [M, P, b] tensors (lo, hi) the result may be written into;
+        a caller passes them only when it reduces the result before reusing them (engines may
+        ignore them); otherwise the result is owned by the caller."""
+        raise NotImplementedError(f"certificate '{self.name}' does not implement per_sample_gradient_bounds "
+                                  f"(needed by the default batch_sum_bounds / step_bounds)")
+
+    def batch_sum_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                         subs: torch.Tensor, src: torch.Tensor | None = None, clip: float) -> Interval:
+        """Bounds [Q, P] on the batch sum of clipped gradients for every query (module docstring)."""
+        M, b = boxes.lo.shape[0], x.shape[0]
+        g = self.per_sample_gradient_bounds(model, boxes, x, y, clip=clip,
+                                            out=self.scratch((M, model.n_params, b), boxes.lo.dtype))
+        return batch_sum(g, subs=subs, src=src, clip=clip)
+
+    def step_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                    subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
+        """Boxes [Q, P] after one clipped-GD step, one per query (module docstring)."""
+        sums = self.batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=settings.clip)
+        return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
+
+    def output_bounds(self, model, theta: Interval, x: torch.Tensor) -> Interval:
+        """Intervals [M, n, out] containing f_theta(x) for every theta in each box of ``theta``."""
+        return output_bounds(model, theta, x)
+
+    def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                      plan: torch.Tensor, steps, ks: torch.Tensor, settings) -> Interval:
+        """Boxes [K, P] at the end of the window ``steps`` (consecutive step indices of ``plan``,
+        ``len(steps) <= window_steps``) from the boxes [K, P] at its start; row j for datasets
+        within ``ks[j]`` substitutions of the whole training set ``(x, y)``."""
+        raise NotImplementedError(f"certificate '{self.name}' sets window_steps but does not implement window_bounds")
+
+    def scratch(self, shape: tuple, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two reusable buffers of ``shape`` private to this engine, for per-sample bounds that are
+        reduced before a hook returns: AGT asks for the same large [M, P, b] tensors every step,
+        and fresh allocations of that size cost more than the arithmetic."""
+        bufs = self.__dict__.setdefault("_scratch", {})
+        numel = 1
+        for s in shape:
+            numel *= s
+        pair = bufs.get(dtype)
+        if pair is None or pair[0].numel() < numel:
+            pair = bufs[dtype] = (torch.empty(numel, dtype=dtype), torch.empty(numel, dtype=dtype))
+        return pair[0][:numel].view(shape), pair[1][:numel].view(shape)
