@@ -445,7 +445,8 @@ def certificate_frame(exp: Experiment, env: Envelopes, sc: Staircase, pv: AGSPri
     w = env.widths()
     rows = []
     for j, k in enumerate(sc.k.tolist()):
-        rows.append({"dataset": exp.dataset.name, "k": k, "source": sc.source[j], "a_bar": float(sc.a_bar[j])})
+        rows.append({"dataset": exp.dataset.name, "k": k, "phi": int(sc.phi[j]), "source": sc.source[j],
+                     "a_bar": float(sc.a_bar[j])})
     df = pd.DataFrame(rows)
     kw = {int(k): float(w[j].sum()) for j, k in enumerate(env.k_values.tolist())}
     df["envelope_width_l1"] = df.k.map(kw)

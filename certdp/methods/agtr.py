@@ -24,7 +24,7 @@ from certdp.bounds import get_certificate
 from certdp.config import mechanisms_for
 from certdp.methods.common import (Experiment, build_experiment, generator_for, global_sensitivity,
                                    release_errors, tensors)
-from certdp.privacy.sensitivity import Staircase, staircase
+from certdp.privacy.sensitivity import DISCOUNT_SLACK, Staircase, staircase
 
 log = logging.getLogger("certdp")
 
@@ -48,22 +48,28 @@ def certify(exp: Experiment, progress: bool = True):
 def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor, cert=None):
     from certdp.bounds.ibp import output_bounds
     bound = getattr(cert, "output_bounds", None) or (lambda m, b, x: output_bounds(m, b, x))
+    from certdp.bounds.interval import Interval
     out = bound(exp.model, env.box, xt)                      # [K, n, 1]
-    pred = exp.model.forward(env.nominal, xt)                # [n, 1]
+    # The released prediction is the bound of the same (inclusion-monotone) forward pass over the
+    # nominal point box, so that it lies in the query bounds of every box containing the nominal
+    # (the smoothness proof's T_0, privacy/sensitivity.py); it equals model.forward up to rounding.
+    p0 = bound(exp.model, Interval(env.nominal.unsqueeze(0), env.nominal.unsqueeze(0)), xt)
+    p_lo, p_hi = p0.lo[0], p0.hi[0]                          # [n, 1]
     rng = exp.dataset.output_range
     lo, hi = out.lo, out.hi
     if rng is not None:
-        lo, hi, pred = lo.clamp(*rng), hi.clamp(*rng), pred.clamp(*rng)
+        lo, hi, p_lo, p_hi = lo.clamp(*rng), hi.clamp(*rng), p_lo.clamp(*rng), p_hi.clamp(*rng)
     gs = global_sensitivity(exp, xt)
-    sc = staircase(lo, hi, pred, env.k_values, n_total=exp.dataset.n_train, global_sensitivity=gs)
-    return sc, pred.squeeze(-1)
+    sc = staircase(lo, hi, (p_lo, p_hi), env.k_values, n_total=exp.dataset.n_train, global_sensitivity=gs)
+    return sc, p_lo.squeeze(-1)
 
 
 def certificate_frame(exp: Experiment, sc: Staircase, betas) -> pd.DataFrame:
     a = sc.a_bar
     rows = []
     for beta in betas:
-        w = torch.exp(-beta * sc.k.to(DTYPE))
+        # the discount of Staircase.smooth: e^{-beta phi_j}, phi_j the index of the radius
+        w = torch.exp(-max(beta - DISCOUNT_SLACK, 0.0) * sc.phi.to(DTYPE))
         contrib = a * w
         arg = contrib.mean(0).argmax().item()
         ss = contrib.amax(-1)
@@ -71,7 +77,7 @@ def certificate_frame(exp: Experiment, sc: Staircase, betas) -> pd.DataFrame:
             col = a[:, j]
             rows.append({
                 "dataset": exp.dataset.name, "certificate": exp.certificate.get("name", "ibp"),
-                "k": k, "source": sc.source[j], "a_bar_mean": float(col.mean()),
+                "k": k, "phi": int(sc.phi[j]), "source": sc.source[j], "a_bar_mean": float(col.mean()),
                 "a_bar_median": float(col.median()), "a_bar_max": float(col.max()), "beta": beta,
                 "contribution_mean": float(contrib[:, j].mean()),
                 "contribution_median": float(contrib[:, j].median()),

@@ -209,13 +209,22 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         pb = torch.maximum(hi - env.nominal, env.nominal - lo)                 # [P]
         ob = torch.maximum(out_box.hi[j] - f_nom, f_nom - out_box.lo[j])        # [n, out]
         if path is not None:
-            # sum_{i<k} A_bar(i), with A_bar(i) read from the staircase's step function
+            # sum_{i<k} of a bound on A^i: the staircase value where i is a computed radius (or 0),
+            # else the width of the next computed envelope T_{r}, r >= i + 1, which contains
+            # T_i and T_{i+1}
             cand = path.k.tolist()
             a = path.a_bar                                                     # [n, C]
+            kl = env.k_values.tolist()
+            q_lo, q_hi = out_box.lo.squeeze(-1), out_box.hi.squeeze(-1)        # [K, n]
+            if ds.output_range is not None:
+                q_lo, q_hi = q_lo.clamp(*ds.output_range), q_hi.clamp(*ds.output_range)
             total = torch.zeros(a.shape[0], dtype=a.dtype)
             for i in range(k):
-                c = max(c_ for c_ in range(len(cand)) if cand[c_] <= i)
-                total = total + a[:, c]
+                if i in cand and path.source[cand.index(i)] == "computed":
+                    total = total + a[:, cand.index(i)]
+                else:
+                    r = next(jj for jj, kk in enumerate(kl) if kk >= i + 1)
+                    total = total + (q_hi[r] - q_lo[r])
         for mode in modes:
             gen = generator_for(exp.seed, "audit", mode, k)
             X, Y = neighbours(mode, k, R, x, y, plan, exp.model.loss, n_classes, gen)
