@@ -373,6 +373,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     P = model.n_params
     ks = exp.staircase.radii(ds.n_train)
     cert = get_cert(exp, st.share_ratio)
+    from certdp.privacy.smoothness import release_proof, smoothness_policy
+    proof = release_proof(cert, smoothness_policy(cfg))
     plan = batch_plan(ds.n_train, exp.train)
     windows = schedule(exp.train.steps, n=st.releases_n, sampling_steps=st.sampling_steps)
     n_rel = len(windows)
@@ -388,7 +390,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     first = certify_window(exp, theta0, x, y, ks, windows[0], cert, plan, progress=progress)
     t_cert = time.perf_counter() - t0
     log.info("certified window 1 (%d steps, %d radii) in %.1f s", windows[0][1] - windows[0][0], len(ks), t_cert)
-    common = {"dataset": ds.name, "n_train": ds.n_train, "n_test": len(yt), "n_params": P,
+    common = {"dataset": ds.name, "n_train": ds.n_train, "n_test": len(yt), "n_params": P, "smoothness_proof": proof,
               "nonprivate_accuracy": np_acc, "majority_rate": maj, "seed": exp.seed}
 
     rows = []
@@ -430,7 +432,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         set_raw_config(cfg)
         from dataclasses import replace
         bpv = pv if st.baseline_draws is None else replace(pv, n_draws=st.baseline_draws)
-        rows += [{**common, **r} for r in baseline_rows(exp, st.baselines, bpv, theta_np=theta_np, plan=plan)]
+        rows += [{**common, **r, "smoothness_proof": True}
+                 for r in baseline_rows(exp, st.baselines, bpv, theta_np=theta_np, plan=plan)]
     results = pd.DataFrame(rows)
     out = {"results": results, "certificate": certificate_frame(exp, first[0], first[1], pv)}
     eps_acc = sorted(set(pv.epsilons))

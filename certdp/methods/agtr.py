@@ -92,6 +92,11 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     log.info("AGT-R on %s: N=%d train, %d test, model %s (P=%d), %d steps, certificate %s",
              ds.name, ds.n_train, len(ds.y_test), exp.model.widths, exp.model.n_params,
              exp.train.steps, exp.certificate.get("name", "ibp"))
+    proof = True
+    if any(m.name in ("cauchy", "cauchy6", "laplace") for m in mechanisms_for(exp.privacy)):
+        from certdp.privacy.smoothness import release_proof, smoothness_policy
+        cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
+        proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
     env, sc, pred, timing = certify(exp, progress=progress)
     _, _, xt, yt = tensors(ds)
     np_mae = float((pred - yt).abs().mean())
@@ -124,6 +129,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             "scale_mean": float(scale.mean()), "certificate": exp.certificate.get("name", "ibp"),
             "frequency": exp.certificate.get("frequency"), "batch_size": exp.train.batch_size or ds.n_train,
             "k_max": timing["k_max"], "seed": exp.seed,
+            "smoothness_proof": bool(proof) if smooth else True,
         })
     results = pd.DataFrame(rows)
     cert = certificate_frame(exp, sc, sorted(betas))

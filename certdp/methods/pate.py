@@ -237,6 +237,12 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
              ds.name, N, len(yt), exp.model.widths, list(ps.shards), list(ps.arms),
              exp.certificate.get("name", "ibp"))
     need_agt = bool(smooth) and any(a in ps.arms for a in ("pate_agtr", "agtr_wor"))
+    proof = True
+    if smooth and (need_agt or "agtr" in ps.arms):
+        from certdp.bounds import get_certificate
+        from certdp.privacy.smoothness import release_proof, smoothness_policy
+        cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
+        proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
     rows: list[dict] = []
     timing: dict[int, float] = {}
 
@@ -337,6 +343,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     res.insert(0, "dataset", ds.name)
     res["n_train"], res["n_test"], res["n_draws"], res["seed"] = N, len(yt), exp.privacy.n_draws, exp.seed
     res["certificate"] = exp.certificate.get("name", "ibp")
+    # the smooth arms' guarantee rests on the staircase proof (privacy/sensitivity.py)
+    res["smoothness_proof"] = ~res["arm"].isin(["agtr", "pate_agtr", "agtr_wor"]) | bool(proof)
     res["nonprivate_mae"], res["nonprivate_mse"] = np_mae, np_mse
     res["excess_mae"], res["excess_mse"] = res["mae"] - np_mae, res["mse"] - np_mse
     sec = res["shards"].map(timing)

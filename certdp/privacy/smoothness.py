@@ -61,7 +61,35 @@ def require_covered(cert, *, key: str = "certificate.name") -> None:
         elif "'max' aggregation" in why:
             key, allowed = "certificate.aggregation", "topk"
         raise ConfigError(key, f"smooth-sensitivity releases need a beta-smooth staircase, but {why}; "
-                               f"allowed: {allowed}")
+                               f"allowed: {allowed} (or privacy.smoothness=unproven, no DP guarantee)")
+
+
+POLICIES = ("proven", "unproven")
+
+
+def smoothness_policy(cfg: dict) -> str:
+    """``privacy.smoothness``: ``proven`` (default) refuses a smooth release whose engine the
+    proof does not cover; ``unproven`` runs it and marks every row ``smoothness_proof=False``
+    (the paper's numbers, reproduced knowingly; not a DP guarantee)."""
+    v = (cfg.get("privacy") or {}).get("smoothness", "proven")
+    if v not in POLICIES:
+        raise ConfigError("privacy.smoothness", f"unknown '{v}'; allowed: {', '.join(POLICIES)}")
+    return v
+
+
+def release_proof(cert, policy: str) -> bool:
+    """True when the staircase of ``cert`` is provably beta-smooth; False when it is not but
+    ``policy`` is ``unproven``; otherwise the one-line refusal of :func:`require_covered`."""
+    why = coverage(cert)
+    if why is None:
+        return True
+    if policy == "unproven":
+        import logging
+        logging.getLogger("certdp").warning(
+            "privacy.smoothness=unproven: %s, so the smooth releases of this run carry no DP guarantee", why)
+        return False
+    require_covered(cert)
+    return True
 
 
 # ----------------------------------------------------------------------------- search
