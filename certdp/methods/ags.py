@@ -6,7 +6,8 @@ sound-bounding function is
 
     A_bar^k = sum_j max(theta_U,j^{k+1} - theta_L,j^k,  theta_U,j^k - theta_L,j^{k+1})
 
-(``privacy.sensitivity.staircase`` with q = theta), u = SS^beta = max_k e^{-beta k} A_bar^k, and
+(``privacy.sensitivity.staircase`` with q = theta), u = SS^beta = max_j e^{-beta j} A_bar^{r_j}
+(j the index of the computed radius r_j: beta-smooth when the envelopes nest), and
 the release is theta + eta with independent coordinates drawn from a P-parameter mechanism of
 ``privacy.mechanisms`` (``cauchy_p``, ``cauchy6_p``, ``laplace_p``, ``laplace_union_p``), whose
 beta rule and scale are derived there.
@@ -30,7 +31,9 @@ Huge K (mnist5: k = 1..4096 and N over 28,596 samples).  The per-sample gradient
 radius k may be computed on any box containing T_k; :class:`SharedBoxes` computes them on a few
 representative radii (a geometric grid) and lets every k in a group use its representative's
 intervals with its own top-k aggregation and k*gamma term.  Sound because T_k is a subset of
-T_r for k <= r (AGT intersects boxes downwards).  Every radius keeps its own envelope.
+T_r for k <= r (AGT intersects boxes downwards).  Every radius keeps its own envelope.  Not
+beta-smooth, though: radii k and k+1 of one group read the same box, so envelopes of neighbours
+need not nest (privacy/smoothness.py refuses it unless privacy.smoothness=unproven).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 1. Train nominally and certify envelopes T_k for every radius in the staircase (``agt``).
 2. Bound each test prediction over every T_k, clip to the output range (the released query is
    the clipped prediction, whose global sensitivity is the range width), and build the
-   sound-bounding staircase d(x, k) with back-fill and the GS cap (``privacy.sensitivity``).
+   index-discounted staircase with the GS cap (``privacy.sensitivity``: a beta-smooth upper
+   bound on the local sensitivity when the engine's envelopes nest, ``privacy.smoothness``).
 3. For each release and epsilon: beta from the mechanism's rule, SS^beta per test point, noise
    scale, ``n_draws`` noisy releases per point (clipped), MAE and MSE.  The global-sensitivity
    arms (Laplace / Gaussian) use the same clipped query.
