@@ -8,15 +8,17 @@ whether its step map is known to satisfy the proof's conditions (M1)-(M3), and w
 :func:`search` looks for neighbouring pairs that violate S(D') <= e^beta S(D) (either direction)
 for a given way of computing the staircase.  It is a falsification tool, not a proof: it
 substitutes *extreme* records (huge features with every sign pattern, huge labels of both signs,
-labels far outside the data at ordinary features, bias-only records) at the indices the batch plan
-uses most, evaluates small beta (where one staircase step between neighbours is most visible),
-and then refines the best candidates by multiplicative moves of their magnitudes.
+labels far outside the data at ordinary features, bias-only records) at the index the batch plan
+uses most, compares *every* pair of datasets that differ there (all are neighbours of each other),
+evaluates small beta too (where one staircase step between neighbours is most visible), and then
+moves the records attaining the extremes (scaling features or labels, flipping signs).
+:func:`smoothness_policy` / :func:`release_proof` implement ``privacy.smoothness``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -113,7 +115,6 @@ class SearchResult:
     pair: tuple                 # (record giving the larger S, record giving the smaller); None = the original
     worst_ratio: dict[float, float]
     evaluations: int
-    history: list = field(default_factory=list)
 
 
 def batch_usage(plan: torch.Tensor, n: int) -> torch.Tensor:
