@@ -132,6 +132,12 @@ Engines, aggregations and caps
 * PATE-AGT-R: (1/T) max_i SS_i is beta-smooth because the partition is data-independent and each
   SS_i is beta-smooth in its own shard and constant in the others.
 * AGS windows start from the previous released (public) point, so every window starts nested.
+* Any further engine (per-epoch budgets, relational D-vs-D~ reasoning) is covered exactly when its
+  step satisfies Phi_r^D(B) subset Phi_r'^D'(B') for B subset B', r' >= r + 1 and neighbours
+  D ~ D': a per-epoch split of the radius must be a data-independent function of r and the batch
+  plan (and non-decreasing in r), relational bounds must be monotone in the box they start from,
+  the radius-0 step must contain the nominal step, and radii >= the batch size must give the
+  data-independent trivial box.  It declares ``nesting_monotone = True`` (privacy/smoothness.py).
 
 Rounding
 --------
