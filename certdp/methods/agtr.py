@@ -90,14 +90,14 @@ def certificate_frame(exp: Experiment, sc: Staircase, betas) -> pd.DataFrame:
 def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     exp = build_experiment(cfg)
     ds = exp.dataset
-    log.info("AGT-R on %s: N=%d train, %d test, model %s (P=%d), %d steps, certificate %s",
-             ds.name, ds.n_train, len(ds.y_test), exp.model.widths, exp.model.n_params,
-             exp.train.steps, exp.certificate.get("name", "ibp"))
     proof = True
     if any(m.name in ("cauchy", "cauchy6", "laplace") for m in mechanisms_for(exp.privacy)):
         from certdp.privacy.smoothness import release_proof, smoothness_policy
         cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
         proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
+    log.info("AGT-R on %s: N=%d train, %d test, model %s (P=%d), %d steps, certificate %s",
+             ds.name, ds.n_train, len(ds.y_test), exp.model.widths, exp.model.n_params,
+             exp.train.steps, exp.certificate.get("name", "ibp"))
     env, sc, pred, timing = certify(exp, progress=progress)
     _, _, xt, yt = tensors(ds)
     np_mae = float((pred - yt).abs().mean())

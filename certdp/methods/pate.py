@@ -231,9 +231,6 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     mechs = mechanisms_for(exp.privacy)
     smooth = [mc for mc in mechs if mc.name in SMOOTH]
     glob = [mc for mc in mechs if mc.name not in SMOOTH]
-    log.info("PATE on %s: N=%d train, %d test, model %s, shards %s, arms %s, certificate %s",
-             ds.name, N, len(yt), exp.model.widths, list(ps.shards), list(ps.arms),
-             exp.certificate.get("name", "ibp"))
     need_agt = bool(smooth) and any(a in ps.arms for a in ("pate_agtr", "agtr_wor"))
     proof = True
     if smooth and (need_agt or "agtr" in ps.arms):
@@ -241,6 +238,9 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         from certdp.privacy.smoothness import release_proof, smoothness_policy
         cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
         proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
+    log.info("PATE on %s: N=%d train, %d test, model %s, shards %s, arms %s, certificate %s",
+             ds.name, N, len(yt), exp.model.widths, list(ps.shards), list(ps.arms),
+             exp.certificate.get("name", "ibp"))
     rows: list[dict] = []
     timing: dict[int, float] = {}
 
