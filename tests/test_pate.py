@@ -94,9 +94,16 @@ def test_config_errors():
 def test_all_arms_tiny_run():
     cfg = _cfg(n_train=64, shards=(1, 2, 8), arms=["pate_r", "pate_agtr", "agtr_wor", "agtr", "gs"],
                releases=("cauchy", "laplace", "laplace_gs", "gaussian_gs"), eps=(1.0,))
+    # CROWN is not (yet) covered by the smoothness proof: refused, unless explicitly unproven
+    with pytest.raises(ConfigError) as e:
+        run(cfg, progress=False)
+    assert e.value.key == "certificate.name"
+    cfg["privacy"]["smoothness"] = "unproven"
     out = run(cfg, progress=False)
     res, summ = out["results"], out["summary"]
     assert {"pate_r", "pate_agtr", "agtr_wor", "agtr", "gs", "pate_mean"} <= set(res.arm)
+    smooth_arm = res.arm.isin(["pate_agtr", "agtr_wor", "agtr"])
+    assert (~res[smooth_arm].smoothness_proof).all() and res[~smooth_arm].smoothness_proof.all()
     wor = res[(res.arm == "agtr_wor") & (res.shards == 8) & (res.mechanism == "laplace")].iloc[0]
     q = 8 / 64
     assert wor.epsilon_base == pytest.approx(math.log(1 + math.expm1(1.0) / q))

@@ -1,4 +1,4 @@
-"""Staircase back-fill and caps, beta rules, and the DP inequalities of the releases checked
+"""Staircase (index discount) and caps, beta rules, and the DP inequalities of the releases checked
 numerically (privacy-loss bounds on a grid; hockey-stick divergence by integration)."""
 
 import math
@@ -31,21 +31,24 @@ def test_sound_bounding_function_uses_neighbouring_radii_not_the_nominal():
     assert a[0] == pytest.approx(0.1)            # max(1.1 - 1.0, 1.0 - 0.9)
     assert a[1] == pytest.approx(0.4)            # max(1.3 - 0.9, 1.1 - 0.7): not 0.3 from the nominal
     assert a[2] == pytest.approx(5.0)            # beyond the largest radius: the global sensitivity
+    assert sc.source[-1] == "global" and sc.phi.tolist() == [0, 1, 2]
 
 
-def test_backfill_uses_the_next_computed_radius_and_caps_by_gs():
+def test_sparse_radii_are_discounted_by_their_index_and_capped_by_gs():
     lo, hi = _box([(0.9, 1.1), (0.5, 1.5), (-9.0, 9.0)])
     sc = staircase(lo, hi, torch.tensor([[1.0]], dtype=D), torch.tensor([1, 4, 10]), n_total=10,
                    global_sensitivity=torch.tensor([3.0], dtype=D))
-    a = dict(zip(sc.k.tolist(), sc.a_bar[0].tolist()))
-    assert a[1] == pytest.approx(0.6)          # mixes T_1 and T_4 (radius 2 back-filled by T_4)
-    assert a[2] == pytest.approx(1.0)          # radii 2, 3: width of T_4
-    assert a[4] == pytest.approx(3.0)          # mixes T_4 and T_10, capped by GS
-    assert a[10] == pytest.approx(3.0)         # N itself
-    # SS^beta is the discounted maximum over all candidates, including k = 0
+    assert sc.k.tolist() == [0, 1, 4, 10] and sc.phi.tolist() == [0, 1, 2, 3]
+    assert sc.source == ("computed", "computed", "computed", "ceiling")
+    a = sc.a_bar[0].tolist()
+    assert a[0] == pytest.approx(0.1)          # nominal against T_1
+    assert a[1] == pytest.approx(0.6)          # T_1 against T_4 (no back-filled radii 2, 3)
+    assert a[2] == pytest.approx(3.0)          # T_4 against T_10, capped by GS
+    assert a[3] == pytest.approx(3.0)          # T_N, capped
+    # SS^beta discounts the j-th value by e^{-beta j}, j the index of the radius, not the radius
     beta = 0.3
-    expect = max(v * math.exp(-beta * k) for k, v in a.items())
-    assert float(sc.smooth(beta)[0]) == pytest.approx(expect)
+    expect = max(v * math.exp(-beta * j) for j, v in enumerate(a))
+    assert float(sc.smooth(beta)[0]) == pytest.approx(expect, rel=1e-10)
     assert float(sc.smooth(beta)[0]) >= a[0]
 
 

@@ -6,7 +6,8 @@ sound-bounding function is
 
     A_bar^k = sum_j max(theta_U,j^{k+1} - theta_L,j^k,  theta_U,j^k - theta_L,j^{k+1})
 
-(``privacy.sensitivity.staircase`` with q = theta), u = SS^beta = max_k e^{-beta k} A_bar^k, and
+(``privacy.sensitivity.staircase`` with q = theta), u = SS^beta = max_j e^{-beta j} A_bar^{r_j}
+(j the index of the computed radius r_j: beta-smooth when the envelopes nest), and
 the release is theta + eta with independent coordinates drawn from a P-parameter mechanism of
 ``privacy.mechanisms`` (``cauchy_p``, ``cauchy6_p``, ``laplace_p``, ``laplace_union_p``), whose
 beta rule and scale are derived there.
@@ -27,11 +28,12 @@ each window.  Per-release budgets come from an accountant (basic, advanced, opti
 composition, or PLD of the (eps0, delta0) dominating pair); see :func:`per_release_budget`.
 
 Huge K (mnist5: k = 1..4096 and N over 28,596 samples).  The per-sample gradient intervals of
-radius k may be computed on any box containing T_k; :class:`certdp.bounds.shared.SharedBoxes`
-computes them on a few representative radii (a geometric grid) and lets every k in a group use
-its representative's intervals with its own top-k aggregation and k*gamma term.  Sound because
-T_k is a subset of T_r for k <= r (AGT intersects boxes downwards).  Every radius keeps its own
-envelope.
+radius k may be computed on any box containing T_k; :class:`certdp.bounds.shared.SharedBoxes` computes them on a few
+representative radii (a geometric grid) and lets every k in a group use its representative's
+intervals with its own top-k aggregation and k*gamma term.  Sound because T_k is a subset of
+T_r for k <= r (AGT intersects boxes downwards).  Every radius keeps its own envelope.  Not
+beta-smooth, though: radii k and k+1 of one group read the same box, so envelopes of neighbours
+need not nest (privacy/smoothness.py refuses it unless privacy.smoothness=unproven).
 """
 
 from __future__ import annotations
@@ -288,6 +290,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     P = model.n_params
     ks = exp.staircase.radii(ds.n_train)
     cert = get_cert(exp, st.share_ratio)
+    from certdp.privacy.smoothness import release_proof, smoothness_policy
+    proof = release_proof(cert, smoothness_policy(cfg))
     plan = batch_plan(ds.n_train, exp.train)
     windows = schedule(exp.train.steps, n=st.releases_n, sampling_steps=st.sampling_steps)
     n_rel = len(windows)
@@ -303,7 +307,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     first = certify_window(exp, theta0, x, y, ks, windows[0], cert, plan, progress=progress)
     t_cert = time.perf_counter() - t0
     log.info("certified window 1 (%d steps, %d radii) in %.1f s", windows[0][1] - windows[0][0], len(ks), t_cert)
-    common = {"dataset": ds.name, "n_train": ds.n_train, "n_test": len(yt), "n_params": P,
+    common = {"dataset": ds.name, "n_train": ds.n_train, "n_test": len(yt), "n_params": P, "smoothness_proof": proof,
               "nonprivate_accuracy": np_acc, "majority_rate": maj, "seed": exp.seed}
 
     rows = []
@@ -345,7 +349,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         set_raw_config(cfg)
         from dataclasses import replace
         bpv = pv if st.baseline_draws is None else replace(pv, n_draws=st.baseline_draws)
-        rows += [{**common, **r} for r in baseline_rows(exp, st.baselines, bpv, theta_np=theta_np, plan=plan)]
+        rows += [{**common, **r, "smoothness_proof": True}
+                 for r in baseline_rows(exp, st.baselines, bpv, theta_np=theta_np, plan=plan)]
     results = pd.DataFrame(rows)
     out = {"results": results, "certificate": certificate_frame(exp, first[0], first[1], pv)}
     eps_acc = sorted(set(pv.epsilons))
@@ -360,7 +365,8 @@ def certificate_frame(exp: Experiment, env: Envelopes, sc: Staircase, pv: AGSPri
     w = env.widths()
     rows = []
     for j, k in enumerate(sc.k.tolist()):
-        rows.append({"dataset": exp.dataset.name, "k": k, "source": sc.source[j], "a_bar": float(sc.a_bar[j])})
+        rows.append({"dataset": exp.dataset.name, "k": k, "phi": int(sc.phi[j]), "source": sc.source[j],
+                     "a_bar": float(sc.a_bar[j])})
     df = pd.DataFrame(rows)
     kw = {int(k): float(w[j].sum()) for j, k in enumerate(env.k_values.tolist())}
     df["envelope_width_l1"] = df.k.map(kw)

@@ -3,7 +3,8 @@
 1. Train nominally and certify envelopes T_k for every radius in the staircase (``agt``).
 2. Bound each test prediction over every T_k, clip to the output range (the released query is
    the clipped prediction, whose global sensitivity is the range width), and build the
-   sound-bounding staircase d(x, k) with back-fill and the GS cap (``privacy.sensitivity``).
+   index-discounted staircase with the GS cap (``privacy.sensitivity``: a beta-smooth upper
+   bound on the local sensitivity when the engine's envelopes nest, ``privacy.smoothness``).
 3. For each release and epsilon: beta from the mechanism's rule, SS^beta per test point, noise
    scale, ``n_draws`` noisy releases per point (clipped), MAE and MSE.  The global-sensitivity
    arms (Laplace / Gaussian) use the same clipped query.
@@ -22,10 +23,11 @@ from certdp import DTYPE
 from certdp.agt import Envelopes, run_agt
 from certdp.bounds import get_certificate
 from certdp.bounds.base import Certificate
+from certdp.bounds.interval import Interval
 from certdp.config import mechanisms_for
 from certdp.methods.common import (Experiment, build_experiment, generator_for, global_sensitivity,
                                    release_errors, tensors)
-from certdp.privacy.sensitivity import Staircase, staircase
+from certdp.privacy.sensitivity import DISCOUNT_SLACK, Staircase, staircase
 
 log = logging.getLogger("certdp")
 
@@ -47,22 +49,28 @@ def certify(exp: Experiment, progress: bool = True):
 
 
 def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor, cert: Certificate):
-    out = cert.output_bounds(exp.model, env.box, xt)         # [K, n, 1]
-    pred = exp.model.forward(env.nominal, xt)                # [n, 1]
+    bound = cert.output_bounds
+    out = bound(exp.model, env.box, xt)                      # [K, n, 1]
+    # The released prediction is the bound of the same (inclusion-monotone) forward pass over the
+    # nominal point box, so that it lies in the query bounds of every box containing the nominal
+    # (the smoothness proof's T_0, privacy/sensitivity.py); it equals model.forward up to rounding.
+    p0 = bound(exp.model, Interval(env.nominal.unsqueeze(0), env.nominal.unsqueeze(0)), xt)
+    p_lo, p_hi = p0.lo[0], p0.hi[0]                          # [n, 1]
     rng = exp.dataset.output_range
     lo, hi = out.lo, out.hi
     if rng is not None:
-        lo, hi, pred = lo.clamp(*rng), hi.clamp(*rng), pred.clamp(*rng)
+        lo, hi, p_lo, p_hi = lo.clamp(*rng), hi.clamp(*rng), p_lo.clamp(*rng), p_hi.clamp(*rng)
     gs = global_sensitivity(exp, xt)
-    sc = staircase(lo, hi, pred, env.k_values, n_total=exp.dataset.n_train, global_sensitivity=gs)
-    return sc, pred.squeeze(-1)
+    sc = staircase(lo, hi, (p_lo, p_hi), env.k_values, n_total=exp.dataset.n_train, global_sensitivity=gs)
+    return sc, p_lo.squeeze(-1)
 
 
 def certificate_frame(exp: Experiment, sc: Staircase, betas) -> pd.DataFrame:
     a = sc.a_bar
     rows = []
     for beta in betas:
-        w = torch.exp(-beta * sc.k.to(DTYPE))
+        # the discount of Staircase.smooth: e^{-beta phi_j}, phi_j the index of the radius
+        w = torch.exp(-max(beta - DISCOUNT_SLACK, 0.0) * sc.phi.to(DTYPE))
         contrib = a * w
         arg = contrib.mean(0).argmax().item()
         ss = contrib.amax(-1)
@@ -70,7 +78,7 @@ def certificate_frame(exp: Experiment, sc: Staircase, betas) -> pd.DataFrame:
             col = a[:, j]
             rows.append({
                 "dataset": exp.dataset.name, "certificate": exp.certificate.get("name", "ibp"),
-                "k": k, "source": sc.source[j], "a_bar_mean": float(col.mean()),
+                "k": k, "phi": int(sc.phi[j]), "source": sc.source[j], "a_bar_mean": float(col.mean()),
                 "a_bar_median": float(col.median()), "a_bar_max": float(col.max()), "beta": beta,
                 "contribution_mean": float(contrib[:, j].mean()),
                 "contribution_median": float(contrib[:, j].median()),
@@ -82,6 +90,11 @@ def certificate_frame(exp: Experiment, sc: Staircase, betas) -> pd.DataFrame:
 def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     exp = build_experiment(cfg)
     ds = exp.dataset
+    proof = True
+    if any(m.name in ("cauchy", "cauchy6", "laplace") for m in mechanisms_for(exp.privacy)):
+        from certdp.privacy.smoothness import release_proof, smoothness_policy
+        cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
+        proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
     log.info("AGT-R on %s: N=%d train, %d test, model %s (P=%d), %d steps, certificate %s",
              ds.name, ds.n_train, len(ds.y_test), exp.model.widths, exp.model.n_params,
              exp.train.steps, exp.certificate.get("name", "ibp"))
@@ -117,6 +130,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             "scale_mean": float(scale.mean()), "certificate": exp.certificate.get("name", "ibp"),
             "frequency": exp.certificate.get("frequency"), "batch_size": exp.train.batch_size or ds.n_train,
             "k_max": timing["k_max"], "seed": exp.seed,
+            "smoothness_proof": bool(proof) if smooth else True,
         })
     results = pd.DataFrame(rows)
     cert = certificate_frame(exp, sc, sorted(betas))

@@ -33,16 +33,14 @@ Why PATE-AGT-R's noise is sound.
    neighbour D' differs from D at one index t, which lies in at most one shard pi_j, so
    D'_{pi_i} = D_{pi_i} for i != j and d(D_{pi_j}, D'_{pi_j}) <= 1.  Hence
    |F(D) - F(D')| = |f_j(D) - f_j(D')| / T  (for PATE-R: <= GS/T, its global sensitivity).
-2. *The local sensitivity of the mean at distance k.*  Let D~ be within k substitutions of D and
-   D~' a neighbour of D~ changing shard j.  D~_{pi_j} is within k_j <= k of D_{pi_j} and D~'_{pi_j}
-   within k_j + 1, so by 1. and the shard's sound-bounding function (Theorem 3.1, with its back-fill
-   and global cap; d_j is non-decreasing in k by construction)
-       A^k_F(D) <= (1/T) max_j d_j(k).
-3. *The smooth bound.*  S(D) = max_k e^{-beta k} (1/T) max_j d_j(k) = (1/T) max_j SS^beta_j(D_{pi_j})
-   (two maxima commute).  It bounds LS_F(D) = A^0_F(D) by 2.  It is beta-smooth: for neighbours
+2. *The local sensitivity of the mean.*  By 1., LS_F(D) = max_j LS_{f_j}(D_{pi_j}) / T, and each
+   shard's staircase bound SS^beta_j (privacy/sensitivity.py) is at least LS_{f_j}.
+3. *The smooth bound.*  S(D) = (1/T) max_j SS^beta_j(D_{pi_j}) bounds LS_F(D) by 2.  It is
+   beta-smooth: for neighbours
    D, D' differing in shard j only, SS^beta_i is unchanged for i != j and
    SS^beta_j(D_{pi_j}) <= e^beta SS^beta_j(D'_{pi_j}) (each shard's bound is beta-smooth on its own
-   dataset, Theorem 3.1), so max_i SS^beta_i(D) <= e^beta max_i SS^beta_i(D').  A maximum of
+   dataset, under the conditions of privacy/sensitivity.py), so max_i SS^beta_i(D) <= e^beta
+   max_i SS^beta_i(D').  A maximum of
    functions each beta-smooth in its own block of records and constant in the others is
    beta-smooth.  So S is a beta-smooth upper bound on the local sensitivity of F and the smooth
    releases (scale S/(eps - beta), 2S/eps, ...) keep their guarantees.
@@ -233,10 +231,16 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     mechs = mechanisms_for(exp.privacy)
     smooth = [mc for mc in mechs if mc.name in SMOOTH]
     glob = [mc for mc in mechs if mc.name not in SMOOTH]
+    need_agt = bool(smooth) and any(a in ps.arms for a in ("pate_agtr", "agtr_wor"))
+    proof = True
+    if smooth and (need_agt or "agtr" in ps.arms):
+        from certdp.bounds import get_certificate
+        from certdp.privacy.smoothness import release_proof, smoothness_policy
+        cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
+        proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
     log.info("PATE on %s: N=%d train, %d test, model %s, shards %s, arms %s, certificate %s",
              ds.name, N, len(yt), exp.model.widths, list(ps.shards), list(ps.arms),
              exp.certificate.get("name", "ibp"))
-    need_agt = bool(smooth) and any(a in ps.arms for a in ("pate_agtr", "agtr_wor"))
     rows: list[dict] = []
     timing: dict[int, float] = {}
 
@@ -337,6 +341,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     res.insert(0, "dataset", ds.name)
     res["n_train"], res["n_test"], res["n_draws"], res["seed"] = N, len(yt), exp.privacy.n_draws, exp.seed
     res["certificate"] = exp.certificate.get("name", "ibp")
+    # the smooth arms' guarantee rests on the staircase proof (privacy/sensitivity.py)
+    res["smoothness_proof"] = ~res["arm"].isin(["agtr", "pate_agtr", "agtr_wor"]) | bool(proof)
     res["nonprivate_mae"], res["nonprivate_mse"] = np_mae, np_mse
     res["excess_mae"], res["excess_mse"] = res["mae"] - np_mae, res["mse"] - np_mse
     sec = res["shards"].map(timing)

@@ -1,27 +1,158 @@
-"""From envelopes to a beta-smooth upper bound on the smooth sensitivity (paper Thm. 3.1/3.2).
+"""From envelopes to a beta-smooth upper bound on the local sensitivity, with its proof.
 
-Sound-bounding function.  For a query q(D) (a prediction at a public x, or the parameter
-vector itself) let [y_L^k, y_U^k] bound q over every dataset within k substitutions of D (the
-image of the envelope T_k; T_0 is the nominal point).  A neighbour of a dataset at distance k
-is at distance k+1, so
+Setting and goal
+----------------
+D is a dataset of N records; neighbours D ~ D' differ by the substitution of one record.  The
+released query q(D) is a test prediction clipped to the output range (AGT-R) or the parameter
+vector itself (AGS), with the l1 norm over its coordinates.  The smooth-sensitivity releases of
+:mod:`certdp.privacy.mechanisms` add noise of scale S(D)/a and are private when S is a
+*beta-smooth upper bound on the local sensitivity* (Nissim, Raskhodnikova, Smith 2007, Def 2.1):
 
-    A^k(D) <= d(k) := sum_j max(y_U,j^{k+1} - y_L,j^k,  y_U,j^k - y_L,j^{k+1}).
+    (i)  S(D) >= LS(D) = max_{D'~D} ||q(D) - q(D')||_1,
+    (ii) S(D) <= e^beta S(D')                                   for every neighbour D' of D.
 
-We do *not* use Algorithm 1's distance from the nominal output, max_{T_k} |q - q(D)|, which
-compares with D instead of with the neighbour of a dataset at distance k and can under-estimate
-A^k by up to 2x.
+Nothing else is needed.  In particular a separate bound on A^k (the local sensitivity at distance
+k) is not: (i) and (ii) give S(D) >= e^{-beta k} S(D~) >= e^{-beta k} LS(D~) for d(D, D~) = k, so S
+is automatically >= SS^beta, the smooth sensitivity (the least function with (i) and (ii)).
 
-Back-fill (a staircase over computed radii R = {r_1 < ... < r_m}).  T_r is valid for every
-radius <= r, so the bound of radius k uses the next computed radius nxt(k) = min{r in R, r >= k}
-(nxt(0) = 0, the nominal point).  Hence d(k) is a step function: on r_{j-1} < k < r_j it is the
-width of T_{r_j}; at k = r_j it mixes T_{r_j} and T_{r_{j+1}}.  Since e^{-beta k} decreases, the
-maximum of e^{-beta k} d(k) over a constant piece is at its smallest k, so only the candidate
-radii {0} u R u {r_j + 1} need evaluating.  Beyond the largest radius, d(k) is the global
-sensitivity (or, when N itself was computed, the width of T_N).  Every d(k) is capped by the
-global sensitivity where one exists.
+The staircase
+-------------
+AGT computes boxes T_r(D) for the radii 0 = r_0 < r_1 < ... < r_m, where T_0(D) is the released
+nominal point theta(D) (a box of zero width, or of rounding width).  Q_j(D) = [y_L, y_U] are bounds
+of the query over T_{r_j}(D), computed by an inclusion-monotone map (a larger box never gives a
+smaller interval; interval forward passes and clipping are), and for two intervals I, J
 
-Smooth bound.  SS^beta = max_{k >= 0} e^{-beta k} d(k).  The k = 0 term (d(0) uses the nominal
-point and T_1) is what makes SS^beta >= LS(D); it is not optional.
+    cross(I, J) = sum_coords max(J_U - I_L,  I_U - J_L)
+
+(the largest l1 distance between a point of I and a point of J; inclusion-monotone in both).
+The values and discount exponents are
+
+    V_j(D) = cross(Q_j(D), Q_{j+1}(D)),   phi_j = j              (j = 0 .. m-1, "computed"),
+    V_m(D) = width(Q_m) = cross(Q_m, Q_m) when r_m >= N,          phi_m = m   ("ceiling"),
+    V_m    = G                            otherwise,              phi_m = m   ("global"),
+
+every value capped by G when a global sensitivity G (a data-independent bound on LS at every
+dataset, per query point) is known, and
+
+    S(D) = max_{j = 0..m} e^{-beta phi_j} V_j(D).
+
+The discount exponent is the *index* j of the computed radius, not the radius r_j.
+
+Theorem.  Assume (N) for every pair of neighbours D ~ D' and every j < m:
+
+    T_{r_j}(D) subset T_{r_{j+1}}(D'),      and  T_{r_j}(D) subset T_{r_{j'}}(D) for j <= j',
+
+and (C): when r_m >= N, T_{r_m}(D) is the same box for every D (a data-independent ceiling);
+otherwise G exists.  Then S is a beta-smooth upper bound on LS.
+
+Proof.  (i) For D' ~ D: theta(D) lies in T_0(D), and theta(D') in T_0(D') subset T_{r_1}(D) by
+(N) applied to the pair (D', D).  So q(D) lies in Q_0(D), q(D') in Q_1(D), and their l1 distance is
+at most cross(Q_0(D), Q_1(D)) = V_0(D) <= S(D).  Capping by G keeps this, since LS <= G.
+(ii) For j < m - 1, (N) gives Q_j(D) subset Q_{j+1}(D') and Q_{j+1}(D) subset Q_{j+2}(D'), hence
+V_j(D) <= V_{j+1}(D').  For j = m - 1: Q_{m-1}(D) subset Q_m(D') and, in the ceiling case,
+Q_m(D) = Q_m(D'), so V_{m-1}(D) <= cross(Q_m, Q_m) = V_m(D'); in the global case V_{m-1}(D) <= G =
+V_m(D') by the cap.  V_m itself is data-independent.  min(., G) preserves every inequality.  So
+e^{-beta j} V_j(D) <= e^beta e^{-beta (j+1)} V_{j+1}(D') <= e^beta S(D') for j < m, and
+e^{-beta m} V_m(D) = e^{-beta m} V_m(D') <= S(D').  Taking the maximum over j gives (ii).  QED
+
+Why the index and not the radius (back-fill).  Paper Algorithm 1 discounts by the radius k and
+back-fills a missing radius with the next computed one.  With a gap between r_j and r_{j+1} the
+back-filled values of D and D' are read at the same k, so that construction is only
+(beta * largest gap)-smooth; a concrete neighbour pair shows the excess (tests/test_smoothness.py).
+(N) only relates consecutive *computed* radii, so the discount may grow by at most one per computed
+radius; the index form is exactly that.  A piece-wise back-fill that keeps extra pieces for the
+radii inside a gap (value w(T_{r_j}), exponent min(r_{j-1}, phi_{j-1} + 1)) is also beta-smooth but
+its extra pieces are never needed and can only raise S.  Consequence for the choice of radii: at
+a fixed number m of radii, the dense radii 1..m give the pointwise smallest V_j (V_j grows with the
+radii), so a sparse staircase is never better than the dense one of the same size; a large last
+radius only matters as the data-independent ceiling r_m = N.
+
+When (N) holds: AGT (certdp/agt.py)
+-----------------------------------
+One AGT step for radius r maps a box B to Phi_r^D(B): per-sample clipped-gradient intervals
+[l_i(B), u_i(B)] of the batch records, aggregated as SumL_r = SEMin_{b-r}(l) - r*gamma and
+SumU_r = SEMax_{b-r}(u) + r*gamma (r < b; [-b gamma, b gamma] for r >= b), then
+lo' = lam*lo - (lr/b) SumU, hi' = lam*hi - (lr/b) SumL, widened outward, intersected with the boxes
+of all larger radii.  (N) follows by induction over the steps from
+
+(M1) per-sample bounds are inclusion-monotone in the box, for the same record, with
+     -gamma <= l_i <= u_i <= gamma (clipping), and exact at a point box;
+(M2) the aggregation nests: if u'_i >= u_i for every i != j (j the substituted slot), then
+     SumU_{r'}(u') >= SumU_r(u) for every r' >= r + 1 (mirror for SumL).  For topk: drop j (or the
+     smallest) from the b - r largest u's; the remaining b - r - 1 records are >= under u', and the
+     dropped value is <= gamma, so SEMax_{b-r-1}(u') + (r+1) gamma >= SEMax_{b-r}(u) + r gamma;
+     SumU_r is non-decreasing in r; for r' >= b the sum is the data-independent b*gamma;
+(M3) the update is monotone (lam >= 0), the outward widening x -> x -/+ (rho max(|lo|,|hi|) + a)
+     is inclusion-monotone, intersection with larger radii maps onto the shifted intersection
+     (each D'-box of index i+1 > j has the D-box of index i >= j as a subset), and the nominal
+     step is the radius-0 step at a point.
+
+Induction: if T^t_{r_j}(D) subset T^t_{r_{j+1}}(D') for all j < m, then (M1) gives per-sample
+intervals of the retained records nested, (M2) nested sums, (M3) nested updated boxes, and the
+intersection keeps the nesting; at t = 0 every box is the start point.  For (C): when r_m >= b
+every batch sum is [-b gamma, b gamma] whatever the data, so T_{r_m} is the trivial cover, the
+same box for every D, provided the engine returns exactly that bound for r >= b.
+
+Engines, aggregations and caps
+------------------------------
+* IBP (``certificate=ibp``, ``aggregation=topk``): forward passes with sign-split products of an
+  exact or non-negative input and an interval weight, ReLU clamp, loss-gradient bounds (MSE
+  affine; hinge by case; softmax bounds at opposite corners), midpoint-radius products in the
+  backward pass (inclusion-isotone: the upper end am*wm + |am| wr + ar |wm| + ar wr changes by at
+  most (|wm| + wr)|d am| when the midpoint moves by d am, and the radius grows by at least |d am|
+  under inclusion), ReLU-derivative bounds [1[z_L > 0], 1[z_U > 0]], clipping: (M1) holds.
+  Covered.
+* ``aggregation=max`` (Sigma u - k min u + k gamma): not monotone in u (the minimum enters with
+  coefficient 1 - k), and it breaks (M2): u = (-gamma, gamma, ..., gamma) at k = 3 against
+  u' = (0, gamma, ..., gamma) at k = 4 gives (b + 4) gamma > (b + 3) gamma.  Refused for smooth
+  releases.  A monotone replacement of the same cost is Sigma_i max(u_i, tau) - k tau + k gamma with a
+  data-independent tau <= gamma (tau = -gamma: 2 gamma per substitution), or the minimum of it
+  over a fixed grid of tau; both satisfy (M2).
+* ``ags.share_ratio`` (SharedBoxes): radii k and k+1 of one group read their per-sample bounds
+  from the same representative box, so (M1) would need that box to be nested between D and D',
+  i.e. data-independent; the discount could then grow by one per *group* only.  Its top-k
+  extension beyond ``topk_cap`` is also not monotone.  Refused for smooth releases.
+* CROWN single-layer joint step: the chord relaxation of clip is not monotone in its interval
+  (on [-2g, 2g] the lower line is z/2 - g/2; on [-2g, 100g] it is above that at z = -2g), and the
+  decoupled charge max_B L_i + gamma of a substituted record depends on the record, so replacing a
+  record whose relaxation varies over the box by a surely clipped one can lower the neighbour's
+  bound.  Not covered until the engine uses a monotone relaxation family (e.g. the exact line for
+  surely unclipped coordinates and the interval constant otherwise) with a record-independent
+  removal charge or the coupled maximum over the box's vertices; see the README.
+* CROWN exact ranges of one-hidden-layer MSE networks: exact ranges are inclusion-monotone;
+  covered up to the rounding margins below.
+* MILP / exact windows: the exact optimum is monotone in the start box and in k, but the solver's
+  dual bound (relative gap), its tolerance margin (relative to the bound), time limits that fall
+  back to the propagated CROWN box and the crossed-bound fallback are not.  Refused for smooth
+  releases until the window bound is made monotone (solve to a proven gap, absorb gap and
+  tolerances in the graded widening below, propagate with a covered engine).
+* Caps: the output-range width, the trajectory ceiling and AGS's trivial cover depend only on the
+  public query, the training settings and P, so min(., G) keeps (ii).  Clipping the prediction
+  and its bounds to the output range is monotone.
+* PATE-AGT-R: (1/T) max_i SS_i is beta-smooth because the partition is data-independent and each
+  SS_i is beta-smooth in its own shard and constant in the others.
+* AGS windows start from the previous released (public) point, so every window starts nested.
+* Any further engine (per-epoch budgets, relational D-vs-D~ reasoning) is covered exactly when its
+  step satisfies Phi_r^D(B) subset Phi_r'^D'(B') for B subset B', r' >= r + 1 and neighbours
+  D ~ D': a per-epoch split of the radius must be a data-independent function of r and the batch
+  plan (and non-decreasing in r), relational bounds must be monotone in the box they start from,
+  the radius-0 step must contain the nominal step, and radii >= the batch size must give the
+  data-independent trivial box.  It declares ``nesting_monotone = True`` (privacy/smoothness.py).
+
+Rounding
+--------
+The proof is in exact arithmetic for the maps the code evaluates.  In floating point:
+(1) the discount is computed with beta - 1e-12 (:data:`DISCOUNT_SLACK`), which absorbs the
+rounding of e^{-beta j} V_j (a few ulps) in (ii);
+(2) query bounds, cross and the caps are compositions of monotone floating-point operations in a
+fixed order, hence float-isotone;
+(3) the envelopes: the AGT aggregation sum - top_k is not a monotone floating-point expression, so
+two computed envelopes may fail (N) by a few ulps of the clipped batch sum.  Widening radius r by
+r * E per step, with E at least twice the absolute rounding error of one step's aggregation and
+update (data-independent: |u| <= gamma and every box lies in the trivial cover), restores (N) in
+floating point for per-sample bounds evaluated with float-isotone operations; that widening belongs
+to certdp/agt.py and is listed in the README.  Until it lands the guarantee is the exact-arithmetic
+one, with violations at the 1e-12 relative level at most.
 """
 
 from __future__ import annotations
@@ -30,72 +161,82 @@ from dataclasses import dataclass
 
 import torch
 
+# The discount uses beta - DISCOUNT_SLACK: e^{-beta j} V_j is rounded twice (exp, product), a
+# relative error below 1e-15, and (ii) must hold for the rounded values too.
+DISCOUNT_SLACK = 1e-12
+
 
 @dataclass(frozen=True)
 class Staircase:
-    """Certified local-sensitivity bounds ``a_bar[..., j]`` at candidate radii ``k[j]``.
+    """Values ``a_bar[..., j]`` and discount exponents ``phi[j]`` of S = max_j e^{-beta phi_j} a_bar_j.
 
-    ``a_bar`` is [..., C] (e.g. one row per test point); ``source[j]`` says how radius k[j] was
-    bounded: ``computed`` (envelopes T_k and T_k+1), ``backfill`` (the next computed radius
-    above), or ``global`` (global sensitivity / T_N beyond the largest radius)."""
+    ``k[j]`` is the radius r_j whose local sensitivity a_bar[..., j] bounds (A^{r_j} <= a_bar_j:
+    cross of T_{r_j} and the next computed radius); ``source[j]`` is ``computed`` (two computed
+    envelopes), ``ceiling`` (the data-independent T_N) or ``global`` (the global sensitivity).
+    ``a_bar`` is [..., C], e.g. one row per test point."""
 
-    k: torch.Tensor          # [C] candidate radii, ascending, starting at 0
+    k: torch.Tensor          # [C] radii r_0 = 0 < r_1 < ...
     a_bar: torch.Tensor      # [..., C]
     source: tuple[str, ...]
+    phi: torch.Tensor        # [C] discount exponents (the index j)
 
     def smooth(self, beta: float | torch.Tensor) -> torch.Tensor:
-        """SS^beta = max_k e^{-beta k} a_bar(k), over the last axis ([...])."""
+        """SS^beta = max_j e^{-beta phi_j} a_bar_j over the last axis ([...], or [..., B] for a
+        vector of betas).  beta-smooth under the module's conditions (N) and (C)."""
         beta = torch.as_tensor(beta, dtype=self.a_bar.dtype)
-        w = torch.exp(-beta.reshape(-1, 1) * self.k.to(self.a_bar.dtype))     # [B, C]
+        b_eff = (beta - DISCOUNT_SLACK).clamp(min=0.0)
+        w = torch.exp(-b_eff.reshape(-1, 1) * self.phi.to(self.a_bar.dtype))   # [B, C]
         s = (self.a_bar.unsqueeze(-2) * w).amax(-1)                           # [..., B]
         return s.squeeze(-1) if beta.dim() == 0 else s
 
     def argmax_k(self, beta: float) -> torch.Tensor:
-        w = torch.exp(-beta * self.k.to(self.a_bar.dtype))
+        """Radius r_j of the term attaining the maximum (per row)."""
+        w = torch.exp(-max(beta - DISCOUNT_SLACK, 0.0) * self.phi.to(self.a_bar.dtype))
         return self.k[(self.a_bar * w).argmax(-1)]
 
 
-def staircase(lo: torch.Tensor, hi: torch.Tensor, nominal: torch.Tensor, k_values: torch.Tensor,
-              *, n_total: int, global_sensitivity: torch.Tensor | float | None) -> Staircase:
-    """Build the staircase from query bounds.
+def _cross(lo_a, hi_a, lo_b, hi_b) -> torch.Tensor:
+    """Largest l1 distance between a point of box a and a point of box b (last axis summed)."""
+    return torch.maximum(hi_b - lo_a, hi_a - lo_b).sum(-1)
 
-    ``lo, hi``: [K, ..., q] bounds of the query over T_k for the computed radii ``k_values``
-    (ascending); ``nominal``: [..., q] the query on D.  The last axis (q query coordinates) is
-    summed (l1), so a scalar prediction has q = 1.  ``n_total`` is N (radius N reaches every
-    dataset of that size).  ``global_sensitivity`` ([...] or scalar) caps every bound and
-    covers radii beyond the largest computed one; without it the staircase must contain N.
-    """
+
+def staircase(lo: torch.Tensor, hi: torch.Tensor, nominal, k_values: torch.Tensor,
+              *, n_total: int, global_sensitivity: torch.Tensor | float | None) -> Staircase:
+    """The index-discounted staircase of the module docstring.
+
+    ``lo, hi``: [K, ..., q] bounds of the query over T_r for the computed radii ``k_values``
+    (strictly increasing, >= 1); ``nominal``: the query on D, either a point [..., q] or a pair
+    (lo, hi) of its bounds over the nominal box T_0 (rounding width).  The last axis (q query
+    coordinates) is summed (l1), so a scalar prediction has q = 1.  ``n_total`` is N: a radius
+    >= N is the data-independent ceiling (T_N).  ``global_sensitivity`` ([...] or scalar) caps
+    every value and is the last value when the radii stop below N; without it the radii must
+    reach N."""
     ks = [int(k) for k in k_values]
-    if ks != sorted(ks) or len(set(ks)) != len(ks) or ks[0] < 1:
+    if not ks or ks != sorted(ks) or len(set(ks)) != len(ks) or ks[0] < 1:
         raise ValueError("k_values must be strictly increasing radii >= 1")
     has_n = ks[-1] >= n_total
     if global_sensitivity is None and not has_n:
         from certdp.errors import ConfigError
         raise ConfigError("staircase", f"the radii stop at {ks[-1]} < N={n_total} and the output has no "
                           "global sensitivity: add N to the staircase (staircase.include_n=true) or set an output range")
-    # Radius 0 is the nominal point.
-    Lo = torch.cat([nominal.unsqueeze(0), lo], 0)
-    Hi = torch.cat([nominal.unsqueeze(0), hi], 0)
+    if isinstance(nominal, (tuple, list)):
+        n_lo, n_hi = nominal
+    else:
+        n_lo = n_hi = nominal
+    Lo = torch.cat([n_lo.unsqueeze(0), lo], 0)
+    Hi = torch.cat([n_hi.unsqueeze(0), hi], 0)
     radii = [0] + ks
-
-    def mixed(a: int, b: int) -> torch.Tensor:
-        return torch.maximum(Hi[b] - Lo[a], Hi[a] - Lo[b]).sum(-1)
-
-    cand, vals, src = [], [], []
-    for j, r in enumerate(radii):
-        if j + 1 < len(radii):
-            cand.append(r); vals.append(mixed(j, j + 1)); src.append("computed" if radii[j + 1] == r + 1 else "backfill")
-            if radii[j + 1] > r + 1:
-                cand.append(r + 1); vals.append((Hi[j + 1] - Lo[j + 1]).sum(-1)); src.append("backfill")
-        else:
-            # beyond the largest computed radius
-            if has_n:
-                # every dataset is within N: T_N bounds all of them, for both sides
-                cand.append(r); vals.append((Hi[j] - Lo[j]).sum(-1)); src.append("global")
-            else:
-                cand.append(r); vals.append(torch.zeros_like(vals[-1]) + float("inf")); src.append("global")
+    m = len(ks)
+    vals = [_cross(Lo[j], Hi[j], Lo[j + 1], Hi[j + 1]) for j in range(m)]
+    src = ["computed"] * m
+    if has_n:
+        vals.append(_cross(Lo[m], Hi[m], Lo[m], Hi[m]))
+        src.append("ceiling")
+    else:
+        vals.append(torch.full_like(vals[-1], float("inf")))
+        src.append("global")
     a = torch.stack(vals, -1)
     if global_sensitivity is not None:
         gs = torch.as_tensor(global_sensitivity, dtype=a.dtype)
         a = torch.minimum(a, gs.unsqueeze(-1) if gs.dim() else gs)
-    return Staircase(torch.as_tensor(cand), a, tuple(src))
+    return Staircase(torch.as_tensor(radii), a, tuple(src), torch.arange(m + 1))
