@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from certdp.data.sources import DataUnavailable
 from certdp.data.text import TextPart, load_texts
 from certdp.errors import ConfigError
-from certdp.methods.hybrid.settings import HybridSettings
+from certdp.settings.hybrid import HybridSettings
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def _parts_digest(*parts: TextPart) -> str:
     return h.hexdigest()[:16]
 
 
-def load_sst2(s: HybridSettings) -> SST2:
+def load_split(s: HybridSettings) -> SST2:
     """The ``sst2`` split of :func:`certdp.data.text.load_texts` for the run seed, with the
     whole private pool (``dataset.n_private`` is applied by :func:`private_subset`)."""
     try:
