@@ -72,8 +72,12 @@ AUDIT = LIN + ["audit.repeats=5", "audit.radii=[1,2]", "audit.n_test=20"]
 PATE = LIN + ["pate.shards=[1,2]", "pate.staircase.k_max=4", "privacy.epsilons=[1,2]"]
 BLOBS = ["dataset=blobs", "dataset.n_test=400", "train.steps=5", "ags.baselines=[]",
          "privacy.n_draws=5", "privacy.epsilons=[1,10]"]
+# the optimised grid and PATE sizes are small too, so that an arm list wrongly replaced by the
+# default (all arms) still finishes in seconds
 DPSGD = ["dataset=blobs", "dataset.n_test=400", "train.steps=5", "dpsgd.arms=[dpsgd_matched]",
-         "privacy.n_draws=5", "privacy.epsilons=[1,10]"]
+         "privacy.n_draws=5", "privacy.epsilons=[1,10]", "dpsgd.optimised.accountants=[rdp]",
+         "dpsgd.optimised.grid.lr=[0.5]", "dpsgd.optimised.grid.clip=[1.0]", "dpsgd.optimised.grid.epochs=[1]",
+         "dpsgd.optimised.grid.batch_size=[64]", "pate.teachers=[2]", "pate.queries=[20]"]
 DPSGD_OPT = ["dataset=blobs", "dataset.n_test=400", "train.steps=5", "dpsgd.arms=[dpsgd_optimised,pate]",
              "privacy.n_draws=3", "privacy.epsilons=[1]", "dpsgd.optimised.accountants=[rdp]",
              "dpsgd.optimised.grid.lr=[0.5]", "dpsgd.optimised.grid.clip=[1.0]",
@@ -390,7 +394,8 @@ def build() -> list[Probe]:  # noqa: C901 - one table
           ("dataset.path", "dataset"), base=[], category="missing-data", section="dataset.path")
     t.add("agtr", ["dataset=california", "train.steps=3", "staircase.k_max=4"], "refuse", ("dataset", "dataset.path"),
           base=[], category="checksum-mismatch", section="cache", env={"CERTDP_CACHE": "{fx}/badcache"},
-          must_say=r"(?i)sha-?256|checksum", extra={"kept_aside": True}, pid="agtr:california cache fails SHA-256")
+          must_say=r"(?i)(checksum|sha-?256)[^;]*(mismatch|does not match|differ|expected)", extra={"kept_aside": True},
+          pid="agtr:california cache holding a corrupted file")
     t.add("agtr", ["dataset=california", "train.steps=3", "staircase.k_max=4"], "refuse", ("dataset", "dataset.path"),
           base=[], category="unreadable-cache", section="cache", env={"CERTDP_CACHE": "{fx}/afile/cache"},
           pid="agtr:california cache below a regular file")
@@ -799,13 +804,18 @@ def nonempty_lines(s: str) -> list[str]:
     return [line for line in s.splitlines() if line.strip()]
 
 
+def _final(p: Path) -> bool:
+    """Not inside Hydra's .hydra, a staging folder (``.incomplete-``) or a replaced run (``.replaced-``)."""
+    return not any(part == ".hydra" or ".incomplete-" in part or ".replaced-" in part for part in p.parts)
+
+
 def run_dirs(root: Path) -> list[Path]:
-    """Run directories under ``root``: folders holding config.yaml (not Hydra's own .hydra)."""
-    return sorted({p.parent for p in root.rglob("config.yaml") if ".hydra" not in p.parts})
+    """Run directories under ``root``: folders holding config.yaml, staging folders excluded."""
+    return sorted({p.parent for p in root.rglob("config.yaml") if _final(p)})
 
 
 def csv_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.csv") if ".hydra" not in p.parts)
+    return sorted(p for p in root.rglob("*.csv") if _final(p))
 
 
 def check_csv(path: Path, command: str) -> list[str]:
@@ -1394,17 +1404,21 @@ def sp_figures_signal(p: Probe, ctx: Ctx, out: Path) -> dict:
     root = out / "o"
     argv = [fill(a, ctx, out) for a in p.extra["argv"]] + [f"out_root={root}"]
     proc = launch(ctx, argv, out, base_env(ctx, out))
-    started = _wait_for(root, "stdout.txt", proc, 120)
-    time.sleep(1.5)
+    t0, children = time.time(), []
+    while not children and proc.poll() is None and time.time() - t0 < 120:   # a child run has started
+        time.sleep(0.2)
+        children = _procs_mentioning(f"out_root={root}", {os.getpid(), proc.pid})
+    time.sleep(0.5)
     info = {"argv": argv, "named": ""}
-    if not started or proc.poll() is not None:
-        rc, _, se, _ = finish(proc, 30)
+    children = [c for c in children if Path(f"/proc/{c}").exists()]
+    if proc.poll() is not None or not children:
+        rc, _, se, _ = finish(proc, 30, out)
         return {**info, "rc": rc, "behaviour": "inconclusive", "first": "", "last": "",
-                "note": "no child run started before figures ended"}
+                "note": "no child run was running when the signal was due"}
     proc.send_signal(signal.SIGTERM)
     rc, so, se, to = finish(proc, 60, out)
     time.sleep(3.0)
-    orphans = _procs_mentioning(f"out_root={root}", {os.getpid()})
+    orphans = [pid for pid in _procs_mentioning(f"out_root={root}", {os.getpid()}) if pid in children]
     for pid in orphans:                      # the prober started them (through certdp figures)
         try:
             os.kill(pid, signal.SIGKILL)
