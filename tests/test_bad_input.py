@@ -380,8 +380,11 @@ def refused_or_finite(command: str, base: list[str], key: str, value, files: tup
         run = runs.pop()
         for name in files:
             text = (run / f"{name}.csv").read_text()
-            df = pd.read_csv(run / f"{name}.csv")
-            assert len(df) > 0, name
+            try:
+                df = pd.read_csv(run / f"{name}.csv")
+            except (ValueError, pd.errors.ParserError) as e:
+                pytest.fail(f"{key}={_fmt(value)}: exit 0 but {name}.csv is unreadable ({e})")
+            assert len(df) > 0, f"{key}={_fmt(value)}: exit 0 but {name}.csv has no rows"
             cells = {c.strip().lower() for line in text.splitlines()[1:] for c in line.split(",")}
             assert not cells & {"nan", "inf", "-inf"}, f"{key}={_fmt(value)}: non-finite cells in {name}.csv"
             num = df.select_dtypes("number")
