@@ -90,10 +90,12 @@ def test_pca_is_fitted_on_public_data_only():
     rng = np.random.default_rng(0)
     pub, priv, test = rng.normal(size=(50, 12)), rng.normal(size=(40, 12)), rng.normal(size=(30, 12))
     cfg = {"features": "pca", "pca_dim": 4}
-    (p1, t1, s1), _ = public_features(cfg, pub, priv, test, default_dim=4)
-    (p2, t2, s2), _ = public_features(cfg, pub, 100 * priv + 7, test, default_dim=4)
+    (p1, t1, s1), _, m1 = public_features(cfg, pub, priv, test, default_dim=4)
+    (p2, t2, s2), _, m2 = public_features(cfg, pub, 100 * priv + 7, test, default_dim=4)
     np.testing.assert_array_equal(p1, p2)            # private data changes nothing fitted
     np.testing.assert_array_equal(s1, s2)
+    assert m1 == m2 and m1.dp_end_to_end and m1.n_features == 4
+    np.testing.assert_array_equal(m1.apply(priv), t1)   # the map reproduces the arrays bit for bit
     pca = fit_public_pca(pub, 4)
     np.testing.assert_allclose(t1, pca.transform(priv))
     np.testing.assert_allclose(p1.mean(0), 0, atol=1e-12)
