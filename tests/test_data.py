@@ -64,6 +64,7 @@ def test_mnist5_from_a_local_file_and_split(cache):
     assert set(np.unique(np.concatenate([ds.y_train, ds.y_public, ds.y_test]))) <= set(range(5))
     assert ds.info["public_split"] == {"pate_pool": [0, 5], "selection": [5, 10]}
     assert ds.info["pca_fitted_on"] == "public"
+    assert ds.dp_end_to_end and ds.preprocessing.classes == (0, 1, 2, 3, 4) and ds.preprocessing.n_features == 8
     np.testing.assert_allclose(ds.x_public.mean(0), 0, atol=1e-9)
     np.testing.assert_allclose(ds.x_public.std(0), 1, atol=1e-9)
     again = load_dataset(cfg, 3)
@@ -115,7 +116,9 @@ def test_adult_official_and_paper_splits(cache):
     # fixture: 36 + 24 rows, of which 6 + 4 have a '?'
     assert ds.info["rows_complete"] == {"adult.data": 30, "adult.test": 20}
     assert (ds.n_train, ds.x_public.shape[0], ds.x_test.shape[0]) == (30, 8, 12)
-    assert ds.n_features == 104 and ds.task == "binary"
+    assert ds.n_features == 104 and ds.task == "binary" and ds.dp_end_to_end
+    assert ds.preprocessing.classes == ("<=50K", ">50K") and ds.preprocessing.label_coding == "sign"
+    assert "positive_rate_public" in ds.info and not any("private" in k for k in ds.info if k != "n_private")
     assert set(np.unique(ds.y_train)) == {-1, 1}
     assert (ds.y_train == 1).sum() == 9                     # every third adult.data row is >50K, 3 of them have a ?
     paper = load_dataset({**base, "split": "paper", "n_private": 35, "features": "pca", "pca_dim": 4}, 0)
@@ -306,6 +309,7 @@ def test_text_dataset_features_with_a_fake_encoder(cache, monkeypatch):
     assert ds.task == "multiclass" and ds.n_classes == 2 and set(np.unique(ds.y_train)) == {0, 1}
     assert text_dataset("sst2", {"n_test": 15, "task": "binary"}, 0, encoder=enc).task == "binary"
     assert ds.info["pca_fitted_on"] == "public" and ds.info["files"]["train"]["route"] == "CERTDP_DATA_DIR"
+    assert ds.dp_end_to_end and ds.preprocessing.classes == ("negative", "positive")
     assert enc.encoded == 80                                     # each text embedded once
     ds2 = text_dataset("sst2", {"n_test": 15, "pca_dim": 8}, 5, encoder=enc)   # another seed: cache reused
     assert enc.encoded == 80 and ds2.n_train == 45

@@ -481,19 +481,22 @@ SMALL = ["train.steps=10", "staircase.k_max=8", "privacy.epsilons=[1]", "privacy
 
 
 def test_cli_on_a_real_table_scikit_learns_diabetes_data(tmp_path):
-    """442 patients x 10 measurements (shipped inside the scikit-learn wheel), a 10-16-1 MLP."""
+    """442 patients x 10 measurements (shipped inside the scikit-learn wheel), a 10-16-1 MLP; the
+    output range in the target's own units (disease progression, 25 to 346 in the data)."""
     from sklearn.datasets import load_diabetes
     frame = load_diabetes(as_frame=True).frame
     frame.to_csv(tmp_path / "diabetes.csv", index=False)
     r = certdp("agtr", "dataset=csv", f"dataset.path={tmp_path / 'diabetes.csv'}", "dataset.target=target",
-               "model=mlp", "model.hidden=[16]", "dataset.output_range=[-5,5]", *SMALL,
+               "model=mlp", "model.hidden=[16]", "dataset.output_range=[0,400]", *SMALL,
                f"out_root={tmp_path / 'out'}", "run=diabetes")
     assert r.returncode == 0, r.stderr[-2000:]
     res = pd.read_csv(tmp_path / "out/agtr/csv/diabetes/results.csv")
+    # 20% test rows, 10% public rows (the scaling is fitted there), the rest private
     assert set(res.arm) == {"agtr", "gs"} and (res.n_test == round(0.2 * 442)).all()
+    assert (res.n_train == 442 - 88 - 44).all()
     metrics = res[["mae", "mse", "nonprivate_mae", "nonprivate_mse", "ss_mean"]].to_numpy()
     assert np.isfinite(metrics).all() and (metrics > 0).all()
-    # the non-private MLP predicts better than the mean (standardised target: MSE 1 or so)
+    # the non-private MLP predicts better than the mean (target standardised with public statistics: MSE 1 or so)
     assert (res.nonprivate_mse < 0.8).all()
 
 
@@ -501,14 +504,14 @@ def test_cli_readme_csv_example_runs_as_written(tmp_path):
     rng = np.random.default_rng(0)
     n = 300
     t = pd.DataFrame({"rooms": rng.integers(1, 6, n), "area": rng.normal(80, 20, n)})
-    t["price"] = 0.5 * t.rooms + 0.02 * t.area + rng.normal(0, 0.3, n)
+    t["price"] = 50 * t.rooms + 2 * t.area + rng.normal(0, 30, n)      # thousands
     t.to_csv(tmp_path / "my.csv", index=False)
-    # README: certdp agtr dataset=csv dataset.path=my.csv dataset.target=price 'dataset.output_range=[-5,5]'
-    r = certdp("agtr", "dataset=csv", "dataset.path=my.csv", "dataset.target=price", "dataset.output_range=[-5,5]",
+    # README: certdp agtr dataset=csv dataset.path=my.csv dataset.target=price 'dataset.output_range=[0,1000]'
+    r = certdp("agtr", "dataset=csv", "dataset.path=my.csv", "dataset.target=price", "dataset.output_range=[0,1000]",
                *SMALL, f"out_root={tmp_path / 'out'}", "run=readme", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     res = pd.read_csv(tmp_path / "out/agtr/csv/readme/results.csv")
-    assert (res.n_test == 60).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
+    assert (res.n_test == 60).all() and (res.n_train == 210).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
 
 
 def test_cli_refuses_a_bad_table_in_one_line(tmp_path):

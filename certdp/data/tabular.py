@@ -517,7 +517,7 @@ def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, i
     else:
         classes = _class_list(declared, task, y[pub], n_public)
         target_part.update(classes=classes, label_coding="sign" if task == "binary" else "index")
-    prep = Preprocessing(tuple(columns), shift, scale, feature_source=fsource, input=f"columns of {fname}",
+    prep = Preprocessing(tuple(columns), shift, scale, feature_source=fsource, input="table columns",
                          lower=lower, upper=upper, not_dp=tuple(not_dp), **target_part)
     if regression:
         ys = [prep.targets(y[i]) for i in (priv, pub, test)]
