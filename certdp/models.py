@@ -116,9 +116,10 @@ class ModelSpec:
 
 
 def build_model(arch: str, d_in: int, *, hidden=(), n_out: int = 1, loss: str | Loss = "mse") -> ModelSpec:
-    """``linear`` (no hidden layer), ``mlp`` (ReLU hidden layers), ``logistic`` (softmax head)."""
+    """``linear`` (no hidden layer; ``n_out`` outputs: one for regression and the binary hinge,
+    one per class for a multiclass softmax), ``mlp`` (ReLU hidden layers), ``logistic`` (softmax head)."""
     if arch == "linear":
-        return ModelSpec((d_in, 1), loss)
+        return ModelSpec((d_in, n_out), loss)
     if arch == "mlp":
         return ModelSpec((d_in, *[int(h) for h in hidden], n_out), loss)
     if arch == "logistic":

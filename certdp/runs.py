@@ -235,6 +235,9 @@ def check_frames(frames: dict) -> None:
     for name, df in frames.items():
         if df is None or len(df) == 0:
             raise ConfigError(name, "the run produced no rows; allowed: settings that select at least one arm")
+        if "dp_end_to_end" not in df.columns:       # every row says whether its epsilon holds end to end
+            raise RuntimeError(f"{name}: a runner returned rows without the dp_end_to_end column "
+                               "(certdp.certify.with_provenance)")
         num = df.select_dtypes("number")
         inf = np.isinf(num.to_numpy(dtype=float))
         if inf.any():

@@ -155,3 +155,37 @@ def require_finite(value: torch.Tensor, *, what: str, key: str = "train.lr",
     t = torch.as_tensor(value)
     if not torch.isfinite(t).all():
         raise ConfigError(key, f"{what} not finite; allowed: {allowed}")
+
+
+# --------------------------------------------------------------------------- provenance
+NO_DATA = {"dp_end_to_end": True, "scaling": "none"}     # a command that reads no records (feasibility)
+
+
+def with_provenance(frames: dict, provenance) -> dict:
+    """``frames`` with the provenance columns on every row of every table: ``scaling`` (where
+    the data's scaling came from) and ``dp_end_to_end`` (bool).
+
+    ``provenance`` is a :class:`~certdp.data.Dataset` (its :func:`~certdp.data.provenance`) or
+    the dict itself.  A row's ``dp_end_to_end`` is the dataset's (false under
+    ``dataset.scaling=private_stats_not_dp``) and, where the row has a ``smoothness_proof``
+    column, that too: a smooth release whose staircase carries no proof
+    (``privacy.smoothness=unproven``) is a labelled shortcut, not a proven guarantee.  A row's
+    epsilon is the guarantee of what it reports only when ``dp_end_to_end`` is true (and, for
+    an arm that selects among privately trained candidates, only its ``epsilon_end_to_end``)."""
+    import pandas as pd
+
+    from certdp.data import Dataset, provenance as _prov
+    prov = _prov(provenance) if isinstance(provenance, Dataset) else dict(provenance)
+    out = {}
+    for name, df in frames.items():
+        if not isinstance(df, pd.DataFrame):
+            out[name] = df
+            continue
+        df = df.copy()
+        flag = pd.Series(bool(prov["dp_end_to_end"]), index=df.index, dtype=bool)
+        if "smoothness_proof" in df.columns:
+            flag &= df["smoothness_proof"].fillna(True).astype(bool)
+        df["scaling"] = prov["scaling"]
+        df["dp_end_to_end"] = flag
+        out[name] = df
+    return out

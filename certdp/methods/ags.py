@@ -49,7 +49,7 @@ import torch
 
 from certdp.agt import Envelopes
 from certdp.baselines import baseline_rows
-from certdp.certify import Experiment, build_experiment, certify_window, nominal
+from certdp.certify import Experiment, build_experiment, certify_window, nominal, with_provenance
 from certdp.metrics import accuracy, majority_rate
 from certdp.privacy.accounting import ACCOUNTANTS, per_release_budget
 from certdp.privacy.mechanisms import Mechanism, make_mechanism, mechanism_class
@@ -195,7 +195,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     if st.ablation_n:
         out["ablation"] = sampling_ablation(exp, st, pv, common)
         out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted(set(st.ablation_n) | {1, n_rel}))
-    return out
+    return with_provenance(out, ds)
 
 
 def staircase_frame(exp: Experiment, env: Envelopes, sc: Staircase) -> pd.DataFrame:

@@ -21,7 +21,7 @@ import torch
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii,
-                            global_sensitivity, nominal, release_errors)
+                            global_sensitivity, nominal, release_errors, with_provenance)
 from certdp.errors import ConfigError
 from certdp.privacy.sensitivity import DISCOUNT_SLACK, Staircase
 from certdp.seeding import generator_for
@@ -114,7 +114,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     summary = results[results.epsilon == 1.0][["arm", "mechanism", "regime", "mae", "mse", "ss_mean"]] if len(results) else results
     if len(summary):
         log.info("at eps=1:\n%s", summary.to_string(index=False))
-    return {"results": results, "certificate": cert}
+    return with_provenance({"results": results, "certificate": cert}, ds)
 
 
 def run_certify(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
@@ -127,4 +127,5 @@ def run_certify(settings: ExperimentSettings, *, progress: bool = True) -> dict[
                  "width_mean": float(w[j].mean()), "width_l1": float(w[j].sum())} for j, k in enumerate(ks)]
     log.info("certified %d radii in %.1f s", len(ks), timing["agt_seconds"])
     betas = sorted({REFERENCE_BETA} | ({exp.privacy.beta} if exp.privacy.beta else set()))
-    return {"certificate": staircase_frame(exp, sc, betas), "envelopes": pd.DataFrame(env_rows)}
+    return with_provenance({"certificate": staircase_frame(exp, sc, betas), "envelopes": pd.DataFrame(env_rows)},
+                           exp.dataset)

@@ -48,7 +48,7 @@ import torch
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, check_prediction_radii, envelopes, global_sensitivity,
-                            nominal, prediction_staircase)
+                            nominal, prediction_staircase, with_provenance)
 from certdp.errors import ConfigError
 from certdp.privacy.smoothness import SMALL_BETAS, search
 from certdp.seeding import generator_for
@@ -258,7 +258,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         srows, s_bad = smoothness_check(exp, xt, betas, a.smoothness, sizes, n_classes)
         rows += srows
         any_violation |= s_bad
-    out = {"audit": pd.DataFrame(rows)}
+    out = with_provenance({"audit": pd.DataFrame(rows)}, exp.dataset)
     if any_violation:
         log.error("audit: the certificate was violated")
         out["_exit_code"] = 1

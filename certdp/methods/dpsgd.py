@@ -7,7 +7,7 @@ import pandas as pd
 
 from certdp import DTYPE
 from certdp.baselines import baseline_rows
-from certdp.certify import build_experiment, nominal
+from certdp.certify import build_experiment, nominal, with_provenance
 from certdp.metrics import accuracy, majority_rate
 from certdp.settings import ExperimentSettings
 
@@ -19,4 +19,4 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     common = {"dataset": exp.dataset.name, "nonprivate_accuracy": float(accuracy(exp.model, th, exp.xt, yt)),
               "majority_rate": majority_rate(yt), "seed": exp.seed}
     rows = [{**common, **r} for r in baseline_rows(exp, settings.baselines.arms, exp.privacy)]
-    return {"results": pd.DataFrame(rows)}
+    return with_provenance({"results": pd.DataFrame(rows)}, exp.dataset)

@@ -56,4 +56,5 @@ def run(settings: FeasibilitySettings, *, progress: bool = True) -> dict[str, pd
                 + f" [{p['window']}: 1-alpha in ({p['window_lo']:g}, {p['window_hi']:g}]]: peak rho = {p['peak_rho']:.4f}"
                 f" at 1-alpha = {p['peak_confidence']:.4f} (grid: {p['peak_rho_grid']:.4f} at {p['peak_confidence_grid']:.3f})")
         log.info(line)
-    return {"results": res, "peaks": pk}
+    from certdp.certify.experiment import NO_DATA, with_provenance
+    return with_provenance({"results": res, "peaks": pk}, NO_DATA)

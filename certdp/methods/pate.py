@@ -67,7 +67,8 @@ from tqdm.auto import tqdm
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
-                            global_sensitivity, nominal, prediction_staircase, release_errors)
+                            global_sensitivity, nominal, prediction_staircase, release_errors,
+                            with_provenance)
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import base_budget_wor
 from certdp.seeding import generator_for
@@ -298,7 +299,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         if len(at1):
             log.info("at eps=1 (best T per arm):\n%s", at1[["arm", "mechanism", "regime", "best_T", "error",
                                                            "excess", "excess_vs_agtr", "gs_over_arm"]].to_string(index=False))
-    return {"results": res, "summary": summary}
+    return with_provenance({"results": res, "summary": summary}, ds)
 
 
 def summarise(res: pd.DataFrame) -> pd.DataFrame:

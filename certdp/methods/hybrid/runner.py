@@ -100,7 +100,10 @@ def run(s: HybridSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             f"{a}={v:.4f}" for a, v in zip(chosen.arm + "/" + chosen.head_release.fillna(""), chosen.accuracy_median)))
     results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     log.info("hybrid finished in %.0f s", time.perf_counter() - t_start)
-    return {"results": results, "accounting": _accounting_frame(results)}
+    # SST-2: the encoder is public, PCA and thresholds are fitted on the public split
+    from certdp.certify.experiment import with_provenance
+    return with_provenance({"results": results, "accounting": _accounting_frame(results)},
+                           {"dp_end_to_end": True, "scaling": "public"})
 
 
 def _accounting_frame(results: pd.DataFrame) -> pd.DataFrame:
