@@ -38,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, str]]] = {
             ("certdp ags dataset=mnist5", "certdp ags dataset=blobs certificate.frequency=5")),
     "dpsgd": ("certdp.methods.dpsgd:run", "DP-SGD baselines (matched and optimised).",
               ("certdp dpsgd dataset=mnist5", "certdp dpsgd dataset=blobs")),
+    "dpaudit": ("certdp.methods.dpaudit:run", "Empirical DP audit: a release end to end on two neighbouring datasets, "
+                "a Clopper-Pearson lower bound on epsilon beside the claim (exit 1 if above).",
+                ("certdp dpaudit dataset=linear privacy.epsilons=[1]",
+                 "certdp dpaudit dataset=blobs dpaudit.query=parameter")),
     "hybrid": ("certdp.methods.hybrid:run", "SST-2 hybrid: DP-LoRA encoder + AGS head.",
                ("certdp hybrid profile=cpu", "certdp hybrid")),
 }
@@ -218,6 +222,55 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
       certdp rerun outputs/agtr/linear/2026-01-31_12-00-00_3fa9 out_root=/tmp/check
     """
     rerun(run_dir, list(ctx.args))
+
+
+@app.command("predict", context_settings=CTX)
+def predict_cmd(ctx: typer.Context, run_dir: str = typer.Argument(None, metavar="RUN_DIR", help="A finished certdp ags run (it holds released.json)."),
+                input: str = typer.Option(None, "--input", help="A table (.csv, .tsv, .parquet) with the run's feature columns."),
+                output: str = typer.Option(None, "--output", help="Write the predictions here (csv); default: stdout."),
+                mechanism: str = typer.Option(None, "--mechanism", help="Only this release (e.g. cauchy_p)."),
+                epsilon: str = typer.Option(None, "--epsilon", help="Only the release at this epsilon.")):
+    """Apply the models an AGS run released (released.json: one seeded draw per release and
+    epsilon, with its public-only preprocessing) to the raw rows of a table: predicted labels
+    per release, and the accuracy when the table holds the run's target column.
+
+    Examples:
+
+      certdp predict outputs/ags/csv/2026-01-31_12-00-00_3fa9 --input new_rows.csv
+
+      certdp predict outputs/ags/csv/2026-01-31_12-00-00_3fa9 --input test.csv --mechanism cauchy_p --epsilon 1
+    """
+    import math
+    from certdp.methods.predict import load_released, predict, read_table
+    if ctx.args:
+        fail(f"{ctx.args[0]}: unexpected argument; allowed: RUN_DIR --input TABLE [--output FILE] [--mechanism NAME] "
+             f"[--epsilon EPS]")
+    if run_dir is None:
+        fail("RUN_DIR: missing; allowed: the folder of a finished certdp ags run, e.g. certdp predict RUN_DIR --input t.csv")
+    if input is None:
+        fail("--input: missing; allowed: --input TABLE (a .csv, .tsv or .parquet with the run's feature columns)")
+    if epsilon is not None:
+        try:
+            epsilon = float(epsilon)
+        except ValueError:
+            epsilon = math.nan
+        if not (math.isfinite(epsilon) and epsilon > 0):
+            fail(f"--epsilon: not a finite number > 0; allowed: one of the run's epsilons")
+    try:
+        doc = load_released(run_dir)
+        preds, summary = predict(doc, read_table(input), mechanism=mechanism, epsilon=epsilon)
+    except ConfigError as e:
+        fail(str(e))
+    for r in summary.itertuples():
+        acc = f", accuracy {r.accuracy:.4f}" if "accuracy" in summary.columns else ""
+        typer.echo(f"certdp predict: {r.mechanism} eps={r.epsilon:g}: {r.n_rows} rows{acc}", err=True)
+    if output:
+        try:
+            results.write_csv(Path(output).expanduser(), preds)
+        except OSError as e:
+            fail(io_error_message(e))
+    else:
+        typer.echo(preds.to_csv(index=False), nl=False)
 
 
 @app.command("list")

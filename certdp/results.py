@@ -210,9 +210,14 @@ def write_json(path: Path, obj) -> None:
 
 
 def write_outputs(out_dir: Path, frames: dict[str, pd.DataFrame]) -> list[tuple[str, int]]:
-    """Write ``<name>.csv`` for every frame into ``out_dir``; returns ``(file name, rows)``."""
+    """Write ``<name>.csv`` for every frame into ``out_dir`` (``<name>.json`` for a dict, e.g. the
+    released models of ``certdp ags``; its "rows" are its ``releases``); returns ``(file name, rows)``."""
     out = []
     for name, df in frames.items():
+        if isinstance(df, dict):
+            write_json(Path(out_dir) / f"{name}.json", df)
+            out.append((f"{name}.json", len(df.get("releases", ()))))
+            continue
         write_csv(Path(out_dir) / f"{name}.csv", df)
         out.append((f"{name}.csv", len(df)))
     return out

@@ -233,6 +233,8 @@ def check_frames(frames: dict) -> None:
     (a NaN is an intentionally empty cell, e.g. the epsilon of a noise-free arm)."""
     import numpy as np
     for name, df in frames.items():
+        if isinstance(df, dict):                    # a JSON document (released models), not a table
+            continue
         if df is None or len(df) == 0:
             raise ConfigError(name, "the run produced no rows; allowed: settings that select at least one arm")
         if "dp_end_to_end" not in df.columns:       # every row says whether its epsilon holds end to end

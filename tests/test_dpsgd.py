@@ -63,25 +63,42 @@ def _poisson_gaussian_eps(accountant, sigma: float, q: float, steps: int, delta:
     return accountant.get_epsilon(delta)
 
 
-def test_noise_multiplier_against_dp_accounting():
-    """The one sigma calibration (Opacus) meets the target under dp-accounting's independent
-    RDP and PLD accountants of the same Poisson-subsampled Gaussian composition."""
+def _replace_one_eps(sigma: float, q: float, steps: int, delta: float) -> float:
     import dp_accounting
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    acc = dp_accounting.pld.PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE,
+                                          value_discretization_interval=1e-3)
+    return _poisson_gaussian_eps(acc, sigma, q, steps, delta)
+
+
+def test_noise_multiplier_is_substitution_adjacent():
+    """Every accountant's sigma meets the target under substitution of one record, checked by
+    dp-accounting's replace-one PLD; the Opacus ones go through group privacy (k = 2), so their
+    add/remove epsilon is half the target (checked by dp-accounting's independent RDP) and
+    their sigma is larger than the tight replace-one one."""
+    import dp_accounting
+    from certdp.privacy.dpsgd_core import group_budget
     q, steps, eps, delta = 0.02, 100, 2.0, 1e-5
-    sigma = noise_multiplier(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="rdp")
+    sig = {a: noise_multiplier(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant=a)
+           for a in ("pld", "prv", "rdp")}
+    for a, s in sig.items():
+        assert _replace_one_eps(s, q, steps, delta) <= eps * 1.01, a
+    assert _replace_one_eps(0.97 * sig["pld"], q, steps, delta) > eps     # pld's sigma is nearly the smallest
+    assert sig["pld"] < sig["prv"] <= sig["rdp"]
+    eps_a, delta_a = group_budget(eps, delta)
     rdp = dp_accounting.rdp.RdpAccountant()
-    assert _poisson_gaussian_eps(rdp, sigma, q, steps, delta) == pytest.approx(eps, rel=0.05)
-    sigma_prv = noise_multiplier(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="prv")
-    assert sigma_prv <= sigma                          # PRV is tighter than RDP
-    pld = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
-    assert _poisson_gaussian_eps(pld, sigma_prv, q, steps, delta) == pytest.approx(eps, rel=0.03)
+    assert _poisson_gaussian_eps(rdp, sig["rdp"], q, steps, delta_a) == pytest.approx(eps_a, rel=0.05)
+    # a replace-one pair is at add/remove distance 2, so it needs more noise than one add/remove step
+    add_remove = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
+    assert _poisson_gaussian_eps(add_remove, sig["pld"], q, steps, delta) < eps
 
 
 def test_calibrated_noise_is_within_target_and_nearly_smallest():
     q, steps, eps, delta = 0.05, 60, 1.0, 5e-6
-    sigma, got = calibrated_noise(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant="prv")
-    assert 0 < got <= eps
-    assert accounted_epsilon(sigma=0.97 * sigma, delta=delta, sample_rate=q, steps=steps, accountant="prv") > eps
+    for acc in ("pld", "prv"):
+        sigma, got = calibrated_noise(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant=acc)
+        assert 0 < got <= eps
+        assert accounted_epsilon(sigma=0.97 * sigma, delta=delta, sample_rate=q, steps=steps, accountant=acc) > eps
 
 
 def test_poisson_schedule():

@@ -48,7 +48,14 @@ def run(argv: list[str], out: Path) -> tuple[int, str]:
                 code = 0 if e.code is None else int(e.code)
     finally:
         sys.argv = old
-        root.handlers[:], root.level = handlers, level
+        for h in root.handlers[:]:          # Hydra's log.txt and console handlers of this run
+            if h not in handlers:
+                root.removeHandler(h)
+                h.close()
+        for h in handlers:
+            if h not in root.handlers:
+                root.addHandler(h)
+        root.setLevel(level)
     return code, se.getvalue()
 
 
@@ -87,6 +94,12 @@ def test_every_command_runs_on_a_real_table_and_every_row_says_dp_end_to_end(tmp
     for fname, df in frames.items():
         assert len(df) and "dp_end_to_end" in df.columns, fname
         assert df.dp_end_to_end.astype(bool).all() and (df.scaling == "public").all(), fname
+    if command == "pate":
+        # the best T per arm is chosen among releases at T = 1 and T = 2: the summary charges both
+        summ = frames["summary"]
+        shard_arms = summ[summ.arm.isin(["pate_r", "pate_agtr", "agtr_wor"])]
+        assert len(shard_arms) and (shard_arms.candidates == 2).all()
+        assert np.allclose(summ.epsilon_end_to_end, summ.candidates * summ.epsilon)
     if command in ("ags", "dpsgd"):
         res = frames["results"]
         # three classes: no class holds most test rows, and the model learnt more than the majority class
@@ -110,3 +123,173 @@ def test_binary_table_with_integer_labels_runs_ags(tmp_path):
     assert code == 0, err
     res = tables(tmp_path / "out")["results"]
     assert res.dp_end_to_end.all() and res.nonprivate_accuracy.iloc[0] > 0.8
+
+
+# ---------------------------------------------------------------------------- selection
+GRID2 = ["dataset=blobs", "dataset.n_test=200", "train.steps=5", "privacy.n_draws=3", "privacy.epsilons=[1]",
+         "dpsgd.arms=[dpsgd_optimised,pate]", "dpsgd.optimised.accountants=[pld,rdp]",
+         "dpsgd.optimised.grid.clip=[1.0]", "dpsgd.optimised.grid.epochs=[1]", "dpsgd.optimised.grid.batch_size=[64]",
+         "pate.queries=[20]", "+pate.student_steps=5"]
+
+
+def test_selection_is_charged_and_fixed_selection_trains_one_candidate(tmp_path):
+    code, err = run(["dpsgd", *GRID2, "dpsgd.optimised.grid.lr=[0.1,0.5,2.0]", "pate.teachers=[2,4]"],
+                    tmp_path / "grid")
+    assert code == 0, err
+    res = tables(tmp_path / "grid")["results"]
+    opt = res[res.arm == "DP-SGD optimised"].set_index("composition")
+    # three candidates trained for the first accountant; the second re-uses its choice and trains once more
+    assert opt.loc["pld", "candidates"] == 3 and opt.loc["rdp", "candidates"] == 4
+    for acc, g in (("pld", 3), ("rdp", 4)):
+        assert opt.loc[acc, "epsilon_end_to_end"] == pytest.approx(g * opt.loc[acc, "epsilon"])
+        assert opt.loc[acc, "delta_end_to_end"] == pytest.approx(g * opt.loc[acc, "delta"])
+    pate = res[res.arm == "PATE"]
+    # two (teachers, queries) candidates, five noisy labellings each, every one read by the choice
+    assert (pate.candidates == 10).all()
+    assert np.allclose(pate.epsilon_end_to_end, 10 * pate.epsilon)
+    assert (res.selection == "grid").all()
+
+    code, err = run(["dpsgd", *GRID2, "selection=fixed", "dpsgd.optimised.grid.lr=[0.5]", "pate.teachers=[2]"],
+                    tmp_path / "fixed")
+    assert code == 0, err
+    res = tables(tmp_path / "fixed")["results"]
+    assert (res.candidates == 1).all() and np.allclose(res.epsilon_end_to_end, res.epsilon)
+    assert np.allclose(res.delta_end_to_end, res.delta) and (res.selection == "fixed").all()
+
+
+def test_fixed_selection_refuses_a_grid(tmp_path):
+    code, err = run(["dpsgd", *GRID2, "selection=fixed", "dpsgd.optimised.grid.lr=[0.1,0.5]", "pate.teachers=[2]"],
+                    tmp_path / "o")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("certdp: error: dpsgd.optimised.grid.lr: selection=fixed") and "allowed:" in err
+    assert not list((tmp_path / "o").rglob("*.csv"))
+
+
+# ---------------------------------------------------------------------------- dpaudit
+DPA_LIN = ["dpaudit", "dataset=linear", "dataset.n_train=200", "dataset.n_test=20", "train.steps=5",
+           "staircase.k_max=8", "privacy.n_draws=40000", "privacy.epsilons=[0.5,2]"]
+DPA_BLOBS = ["dpaudit", "dataset=blobs", "dataset.n_test=100", "dpaudit.query=parameter", "train.steps=5",
+             "privacy.n_draws=40000", "privacy.epsilons=[0.5,2]"]
+
+
+@pytest.mark.parametrize("argv,releases", [(DPA_LIN, {"cauchy", "laplace"}), (DPA_BLOBS, {"cauchy_p", "laplace_p"})])
+def test_dpaudit_lower_bound_stays_below_the_claim(tmp_path, argv, releases):
+    code, err = run(argv, tmp_path / "o")
+    assert code == 0, err
+    res = tables(tmp_path / "o")["results"]
+    assert set(res.mechanism) == releases and len(res) == 4
+    assert (res.epsilon_lower_bound <= res.epsilon).all() and not res.violation.any()
+    assert (res.n_draws == 40000).all() and np.allclose(res.confidence, 0.95)
+    assert ((res.n_a == 20000) & (res.n_b == 20000)).all()      # the second half of each sample
+    # the certificates were recomputed on the neighbour: the noise scales differ between the two
+    assert (res.center_D != res.center_D_prime).all()
+    assert res.dp_end_to_end.all()
+
+
+def test_dpaudit_detects_a_release_with_too_little_noise(tmp_path, monkeypatch):
+    """The audit has power: with the noise scale cut 10^5-fold (a broken release) the lower
+    bound exceeds the claim and the command exits 1, its results written."""
+    from certdp.methods import dpaudit
+    draw = dpaudit._draw
+    monkeypatch.setattr(dpaudit, "_draw", lambda mech, c, s, n, g, r: draw(mech, c, s / 1e5, n, g, r))
+    code, err = run([*DPA_LIN[:-1], "privacy.epsilons=[0.5]", "privacy.releases=[cauchy]"], tmp_path / "o")
+    res = tables(tmp_path / "o")["results"]
+    assert code == 1 and res.violation.all() and (res.epsilon_lower_bound > 0.5).all(), err
+
+
+@pytest.mark.parametrize("arg,key", [("dpaudit.alpha=1.5", "dpaudit.alpha"), ("privacy.releases=[laplace_gs]",
+                                                                               "privacy.releases"),
+                                     ("dpaudit.query=weights", "dpaudit.query"), ("dpaudit.record=5000", "dpaudit.record")])
+def test_dpaudit_refuses_bad_input_in_one_line(tmp_path, arg, key):
+    code, err = run([*DPA_LIN, arg], tmp_path / "o")
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"certdp: error: {key}: "), err
+    assert not list((tmp_path / "o").rglob("*.csv"))
+
+
+# ---------------------------------------------------------------------------- released models
+def test_predict_reproduces_the_accuracy_of_the_saved_draw(tmp_path):
+    """AGS keeps one released parameter vector per (release, epsilon) with its public-only
+    preprocessing; ``certdp predict`` on the run's raw test rows gives exactly the accuracy that
+    results.csv reports for that draw, with no private statistic at prediction time."""
+    import json
+
+    from certdp.data.tabular import split_rows
+    path = sklearn_csv(tmp_path, "iris")
+    code, err = run(["ags", "dataset=csv", f"dataset.path={path}", "dataset.target=target", "dataset.task=multiclass",
+                     "train.steps=20", "privacy.epsilons=[1,100]", "privacy.n_draws=5", "ags.baselines=[]", "run=r"],
+                    tmp_path / "out")
+    assert code == 0, err
+    run_dir = tmp_path / "out" / "ags" / "csv" / "r"
+    doc = json.loads((run_dir / "released.json").read_text())
+    assert doc["model"]["widths"] == [4, 3] and doc["dp_end_to_end"] and len(doc["releases"]) == 4
+    assert doc["preprocessing"]["feature_source"] == "public" and doc["preprocessing"]["classes"] == [
+        "setosa", "versicolor", "virginica"]
+    res = tables(tmp_path / "out")["results"].set_index(["mechanism", "epsilon"])
+    table = pd.read_csv(path)
+    _, _, test = split_rows(len(table), n_test=30, n_public=15, seed=0)     # csv defaults: 20% test, 10% public
+    assert len(test) == res.n_test.iloc[0]
+    table.iloc[test].to_csv(tmp_path / "test_rows.csv", index=False)
+    old, so, se = sys.argv, io.StringIO(), io.StringIO()
+    sys.argv = ["certdp", "predict", str(run_dir), "--input", str(tmp_path / "test_rows.csv"),
+                "--output", str(tmp_path / "pred.csv")]
+    try:
+        with contextlib.redirect_stderr(se), contextlib.redirect_stdout(so):
+            cli.main()
+    except SystemExit as e:
+        assert not e.code, se.getvalue()
+    finally:
+        sys.argv = old
+    pred = pd.read_csv(tmp_path / "pred.csv")
+    truth = table.iloc[test].target.to_numpy()
+    for (mech, eps), g in pred.groupby(["mechanism", "epsilon"]):
+        acc = float(np.mean(g.sort_values("row").prediction.to_numpy() == truth))
+        assert acc == pytest.approx(res.loc[(mech, eps), "saved_draw_accuracy"], abs=1e-9), (mech, eps)   # csv: 10 digits
+        saved = next(r for r in doc["releases"] if r["mechanism"] == mech and r["epsilon"] == eps)
+        assert acc == saved["test_accuracy"]
+        assert f"{mech} eps={eps:g}: 30 rows, accuracy {acc:.4f}" in se.getvalue()
+
+
+def test_agtr_answers_a_file_of_queries_with_the_epsilon_each_spends(tmp_path):
+    path = sklearn_csv(tmp_path, "diabetes")
+    table = pd.read_csv(path)
+    table.drop(columns="target").iloc[:7].to_csv(tmp_path / "q.csv", index=False)
+    code, err = run(["agtr", "dataset=csv", f"dataset.path={path}", "dataset.target=target", f"queries={tmp_path / 'q.csv'}",
+                     "privacy.releases=[cauchy,laplace]", *REG], tmp_path / "out")
+    assert code == 0, err
+    ans = tables(tmp_path / "out")["answers"]
+    assert len(ans) == 14 and set(ans.row) == set(range(7)) and set(ans.mechanism) == {"cauchy", "laplace"}
+    assert ans.answer.between(0, 400).all()                   # raw units, clipped to the declared range
+    assert (ans.scale > 0).all() and ans.epsilon.eq(1).all()
+    assert ans.epsilon_total.eq(14).all() and np.allclose(ans.delta_total, 7e-5)
+    assert ans.dp_end_to_end.all()
+    # a query table without the model's columns is refused in one line, nothing written
+    code, err = run(["agtr", "dataset=csv", f"dataset.path={path}", "dataset.target=target",
+                     f"queries={sklearn_csv(tmp_path, 'iris')}", *REG], tmp_path / "bad")
+    assert code == 2 and err.count("\n") == 1 and err.startswith("certdp: error: queries: missing columns")
+    assert not list((tmp_path / "bad").rglob("*.csv"))
+
+
+def test_hybrid_end_to_end_columns_count_every_release_the_choice_read():
+    """Basic composition over a cell's candidates: each adapter once, each released head draw of
+    every (split, allocation), each DP-SGD head run of every lr; one candidate chooses nothing."""
+    from types import SimpleNamespace
+
+    from certdp.methods.hybrid.runner import end_to_end_columns
+    s = SimpleNamespace(dpsgd_head=SimpleNamespace(lrs=(0.5, 2.0), n_runs=3))
+    eps, d1, d2 = 2.0, 5e-6, 5e-6
+    rows = [{"arm": "dplora", "head_release": None, "eps1": eps, "delta1": d1, "eps2": 0.0, "delta2": 0.0, "n_draws": 1}]
+    for e1 in (1.0, 1.5):                      # two splits x two allocations, 5 draws each
+        for alloc in ("l1", "anisotropic"):
+            rows.append({"arm": "hybrid", "head_release": "laplace_p", "allocation": alloc, "eps1": e1, "delta1": d1,
+                         "eps2": eps - e1, "delta2": d2, "n_draws": 5})
+    rows.append({"arm": "frozen_ags", "head_release": "cauchy_p", "allocation": "l1", "eps1": 0.0, "delta1": 0.0,
+                 "eps2": eps, "delta2": 0.0, "n_draws": 5})
+    rows.append({"arm": "frozen_dpsgd", "head_release": None, "eps1": 0.0, "delta1": 0.0, "eps2": eps,
+                 "delta2": 1e-5, "n_draws": 3})
+    out = end_to_end_columns(s, pd.DataFrame(rows)).set_index("arm")
+    assert out.loc["dplora", "epsilon_end_to_end"] == eps and out.loc["dplora", "candidates"] == 1
+    hyb = out.loc["hybrid"]
+    assert (hyb.epsilon_end_to_end == 1.0 + 1.5 + 5 * 2 * (1.0 + 0.5)).all() and (hyb.candidates == 4).all()
+    assert np.allclose(hyb.delta_end_to_end, 2 * d1 + 4 * 5 * d2)
+    assert out.loc["frozen_ags", "epsilon_end_to_end"] == eps            # one allocation: no choice
+    assert out.loc["frozen_dpsgd", "epsilon_end_to_end"] == 2 * 3 * eps  # two lrs, three runs each

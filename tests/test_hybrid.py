@@ -204,3 +204,16 @@ def test_split_sizes_fail_fast(tiny_encoder, tmp_path):
         hybrid.run(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path,
                                             **{"hybrid.size_sweep": {"epsilon": 2, "n_private": [40]}})),
                    progress=False)
+
+
+def test_fixed_selection_refuses_several_candidates(tiny_encoder, tmp_path):
+    """selection=fixed trains the configured candidate only: two allocations (or fractions, or
+    re-used adapters) are refused before any work, naming the key; one of each is accepted."""
+    cfg = {**tiny_cfg(tiny_encoder, tmp_path), "selection": "fixed"}
+    with pytest.raises(ConfigError, match=r"^head\.allocations: selection=fixed"):
+        hybrid_settings(cfg)
+    one = {**cfg, "head": {**cfg["head"], "allocations": ["l1"]}}
+    with pytest.raises(ConfigError, match=r"^split\.reuse_end_to_end: selection=fixed"):
+        hybrid_settings(one)
+    ok = hybrid_settings({**one, "split": {"fractions": [0.5], "reuse_end_to_end": False}})
+    assert ok.run.selection == "fixed"

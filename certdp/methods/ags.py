@@ -48,7 +48,7 @@ import pandas as pd
 import torch
 
 from certdp.agt import Envelopes
-from certdp.baselines import baseline_rows
+from certdp.baselines import baseline_rows, end_to_end
 from certdp.certify import Experiment, build_experiment, certify_window, nominal, with_provenance
 from certdp.metrics import accuracy, majority_rate
 from certdp.privacy.accounting import ACCOUNTANTS, per_release_budget
@@ -154,9 +154,10 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     log.info("certified window 1 (%d steps, %d radii) in %.1f s", windows[0][1] - windows[0][0], len(ks), t_cert)
     common = {"dataset": ds.name, "n_train": ds.n_train, "n_test": len(yt), "n_params": P,
               "smoothness_proof": exp.smoothness_proof,
-              "nonprivate_accuracy": np_acc, "majority_rate": maj, "seed": exp.seed}
+              "nonprivate_accuracy": np_acc, "majority_rate": maj, "seed": exp.seed,
+              "selection": settings.run.selection}
 
-    rows = []
+    rows, saved = [], []
     for rel in releases:
         mech = rel.mechanism
         gen = generator_for(exp.seed, "ags", rel.name, rel.epsilon, n_rel)
@@ -175,13 +176,18 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
             thetas = torch.stack(thetas)
             us = list(np.median(np.array(all_us), 0))
         acc = accuracy(model, thetas, xt, yt).numpy()
-        rows.append({**common, "arm": "AGS", "mechanism": rel.name, "regime": mech.regime, "epsilon": rel.epsilon,
+        # the first draw is the release that is kept (released.json); its own accuracy is reported
+        saved.append({"mechanism": rel.name, "epsilon": rel.epsilon, "delta": rel.delta, "n_releases": n_rel,
+                      "composition": rel.composition, "draw": 0, "test_accuracy": float(acc[0]),
+                      "parameters": [float(v) for v in thetas[0].tolist()]})
+        rows.append({**common, "arm": "AGS", "saved_draw_accuracy": float(acc[0]), "mechanism": rel.name, "regime": mech.regime, "epsilon": rel.epsilon,
                      "delta": rel.delta, "n_releases": n_rel, "composition": rel.composition,
                      "eps0": rel.eps0, "delta0": rel.delta0, "beta": float(mech.beta),
                      "u": float(us[-1]), "u_first": float(us[0]), "scale": float(mech.scale(us[-1])),
                      "accuracy_median": float(np.median(acc)), "accuracy_mean": float(acc.mean()),
                      "accuracy_q25": float(np.quantile(acc, 0.25)), "accuracy_q75": float(np.quantile(acc, 0.75)),
                      "n_draws": pv.n_draws, "certificate": exp.engine.name, "k_max": ks[-1], "n_radii": len(ks),
+                     **end_to_end(epsilon=rel.epsilon, delta=rel.delta, candidates=1),
                      "certify_seconds": t_cert})
         log.info("AGS %-10s eps=%-6g acc median %.4f (u=%.4g, beta=%.4g)", rel.name, rel.epsilon,
                  rows[-1]["accuracy_median"], rows[-1]["u"], rows[-1]["beta"])
@@ -189,13 +195,32 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         bpv = pv if st.baseline_draws is None else replace(pv, n_draws=st.baseline_draws)
         rows += [{**common, **r, "smoothness_proof": True} for r in baseline_rows(exp, st.baselines, bpv)]
     results = pd.DataFrame(rows)
-    out = {"results": results, "certificate": staircase_frame(exp, first[0], first[1])}
+    out = {"results": results, "certificate": staircase_frame(exp, first[0], first[1]),
+           "released": released_document(exp, saved)}
     eps_acc = sorted(set(pv.epsilons))
     out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted({1, n_rel}))
     if st.ablation_n:
         out["ablation"] = sampling_ablation(exp, st, pv, common)
         out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted(set(st.ablation_n) | {1, n_rel}))
     return with_provenance(out, ds)
+
+
+RELEASED_FORMAT = "certdp.released/1"
+
+
+def released_document(exp: Experiment, saved: list[dict]) -> dict:
+    """``released.json``: the DP output of every (release, epsilon), one seeded draw each, with
+    what is needed to apply it to new raw rows and nothing computed from the private records
+    outside the release: the model (layer widths, loss; the flat parameter layout of
+    :class:`certdp.models.ModelSpec`: per layer W row-major [out, in], then b) and the
+    preprocessing (:class:`certdp.data.preprocessing.Preprocessing`, fitted on public data unless
+    ``dp_end_to_end`` is false).  ``certdp predict RUN_DIR --input table.csv`` applies it."""
+    ds = exp.dataset
+    return {"format": RELEASED_FORMAT, "command": "ags", "dataset": ds.name, "task": ds.task, "seed": exp.seed,
+            "dp_end_to_end": bool(ds.dp_end_to_end and exp.smoothness_proof),
+            "model": {"widths": list(exp.model.widths), "loss": exp.model.loss.name, "n_params": exp.model.n_params},
+            "preprocessing": ds.preprocessing.to_dict() if ds.preprocessing is not None else None,
+            "releases": saved}
 
 
 def staircase_frame(exp: Experiment, env: Envelopes, sc: Staircase) -> pd.DataFrame:

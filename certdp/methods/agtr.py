@@ -21,7 +21,8 @@ import torch
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii,
-                            global_sensitivity, nominal, release_errors, with_provenance)
+                            global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
+                            with_provenance)
 from certdp.errors import ConfigError
 from certdp.privacy.sensitivity import DISCOUNT_SLACK, Staircase
 from certdp.seeding import generator_for
@@ -74,7 +75,19 @@ def _prepare(settings: ExperimentSettings, *, smooth_release: bool) -> tuple[Exp
 
 def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     mechs = settings.privacy.mechanisms()
+    table = None
+    if settings.queries is not None:
+        from certdp.methods.predict import read_table
+        table = read_table(settings.queries, key="queries")       # a missing file is refused before training
     exp, gs = _prepare(settings, smooth_release=settings.privacy.has_smooth)
+    xq = None
+    if table is not None:
+        if exp.dataset.preprocessing is None:
+            raise ConfigError("queries", f"dataset '{exp.dataset.name}' has no raw-row map; allowed: a dataset with "
+                                         f"one (csv, california, linear)")
+        xq = torch.as_tensor(exp.dataset.preprocessing.apply(table, key="queries"), dtype=DTYPE)
+        if not len(xq):
+            raise ConfigError("queries", f"{settings.queries} holds no rows; allowed: a table of query points")
     ds = exp.dataset
     proof = exp.smoothness_proof
     log.info("AGT-R on %s: N=%d train, %d test, model %s (P=%d), %d steps, certificate %s",
@@ -110,11 +123,45 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
             "smoothness_proof": bool(proof) if smooth else True,
         })
     results = pd.DataFrame(rows)
+    extra = {} if xq is None else {"answers": answer_queries(exp, env, xq, mechs)}
     cert = staircase_frame(exp, sc, sorted(betas))
     summary = results[results.epsilon == 1.0][["arm", "mechanism", "regime", "mae", "mse", "ss_mean"]] if len(results) else results
     if len(summary):
         log.info("at eps=1:\n%s", summary.to_string(index=False))
-    return with_provenance({"results": results, "certificate": cert}, ds)
+    return with_provenance({"results": results, "certificate": cert, **extra}, ds)
+
+
+def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> pd.DataFrame:
+    """``answers.csv``: one private answer per query point of ``queries``, release and epsilon.
+
+    Each answer is the AGT-R release of that point (the clipped prediction, its own staircase
+    and SS^beta, one noise draw, clipped), in the target's raw units (``answer``) and in model
+    units.  ``epsilon``/``delta`` are what that one answer spends; answering several points, or
+    one point with several releases, composes: ``epsilon_total`` / ``delta_total`` are the basic
+    composition over every answer in the file (what publishing all of it costs)."""
+    prep = exp.dataset.preprocessing
+    sc, pred = prediction_staircase(exp, env, xq)
+    gs = global_sensitivity(exp, xq)
+    rng = exp.dataset.output_range
+    parts = []
+    for mech in mechs:
+        smooth = mech.kind == "smooth"
+        ss = sc.smooth(mech.beta) if smooth else gs
+        scale = mech.scale(ss)
+        require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} on the query points is")
+        gen = generator_for(exp.seed, "queries", mech.name, mech.epsilon)
+        ans = pred + scale * mech.sample(gen, (len(pred),)).to(DTYPE)
+        if rng is not None:
+            ans = ans.clamp(float(rng[0]), float(rng[1]))
+        parts.append(pd.DataFrame({
+            "row": range(len(pred)), "mechanism": mech.name, "regime": mech.regime, "epsilon": mech.epsilon,
+            "delta": mech.delta_spent, "answer": prep.target_to_raw(ans.numpy()), "answer_model_units": ans.numpy(),
+            "sensitivity": ss.numpy(), "scale": scale.numpy()}))
+    out = pd.concat(parts, ignore_index=True)
+    out["epsilon_total"], out["delta_total"] = float(out.epsilon.sum()), float(out.delta.sum())
+    log.info("answered %d query points with %d release(s): %d answers, epsilon_total %.4g (basic composition)",
+             len(pred), len(mechs), len(out), out.epsilon_total.iloc[0])
+    return out
 
 
 def run_certify(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:

@@ -17,6 +17,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     yt = exp.yt.to(DTYPE) if exp.model.loss.name == "hinge" else exp.yt
     th = nominal(exp)
     common = {"dataset": exp.dataset.name, "nonprivate_accuracy": float(accuracy(exp.model, th, exp.xt, yt)),
-              "majority_rate": majority_rate(yt), "seed": exp.seed}
+              "majority_rate": majority_rate(yt), "seed": exp.seed,
+              "selection": settings.run.selection}
     rows = [{**common, **r} for r in baseline_rows(exp, settings.baselines.arms, exp.privacy)]
     return with_provenance({"results": pd.DataFrame(rows)}, exp.dataset)

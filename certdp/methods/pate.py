@@ -49,7 +49,9 @@ Outputs: ``results`` (every arm x mechanism x epsilon x T, MAE/MSE and the exces
 full-data non-private model, ``best_T`` marking each arm's best T per budget: MAE under pure DP,
 MSE under approximate DP, as in the paper) and ``summary`` (those best-T rows with the full-data
 AGT-R and GS arms; ``excess_vs_agtr`` = excess / AGT-R's excess, ``gs_over_arm`` = GS error /
-arm error).
+arm error).  The best T is chosen on the test errors of releases made at every T tried, so each
+summary row also reports ``candidates`` and ``epsilon_end_to_end`` / ``delta_end_to_end``, the
+basic composition over them; every ``results`` row is one release at its own ``epsilon``.
 """
 
 from __future__ import annotations
@@ -311,10 +313,17 @@ def summarise(res: pd.DataFrame) -> pd.DataFrame:
     noisy["metric"] = np.where(noisy.regime == "pure", "mae", "mse")
     noisy["error"] = np.where(noisy.regime == "pure", noisy.mae, noisy.mse)
     noisy["excess"] = np.where(noisy.regime == "pure", noisy.excess_mae, noisy.excess_mse)
-    best = noisy.loc[noisy.groupby(["arm", "mechanism", "regime", "epsilon"], sort=False)["error"].idxmin()]
+    groups = noisy.groupby(["arm", "mechanism", "regime", "epsilon"], sort=False)
+    best = noisy.loc[groups["error"].idxmin()]
     out = best[["arm", "mechanism", "regime", "epsilon", "delta", "metric", "shards", "shard_size",
                 "error", "excess", "nonprivate_mae", "nonprivate_mse", "arm_nonprivate_mae",
                 "arm_nonprivate_mse"]].rename(columns={"shards": "best_T"})
+    # the best T is chosen among releases made at every T tried: what the summary reports is
+    # their composition (basic: the sum of the budgets), not one release's budget
+    cand = groups["error"].transform("size").loc[best.index].to_numpy()
+    out["candidates"] = cand
+    out["epsilon_end_to_end"] = cand * best["epsilon"].to_numpy()
+    out["delta_end_to_end"] = cand * best["delta"].to_numpy()
     out["row"] = best.index
     ref = {(r.regime, r.epsilon): r for r in out[out.arm == "agtr"].itertuples()}
     gsr = {(r.regime, r.epsilon): r for r in out[out.arm == "gs"].itertuples()}

@@ -13,10 +13,22 @@ and noise multiplier sigma:
    generator, after the sampling draws, tensor by tensor in the order the sum lists them);
 4. the noisy sum divided by the *expected* batch q N is the private gradient of the update.
 
-Accounting (:func:`noise_multiplier`, :func:`accounted_epsilon`): Opacus' accountants (``prv``:
-Gopi, Lee & Wutschitz 2021; ``rdp``: Mironov, Talwar & Zhang 2019) bound the T-fold composition of
-the Poisson-subsampled Gaussian mechanism with sensitivity C, i.e. under add/remove-one adjacency,
-the usual DP-SGD convention.
+Accounting (:func:`noise_multiplier`, :func:`accounted_epsilon`) is under **substitution of one
+record** (replace-one adjacency, datasets of a fixed size N), the adjacency of every other
+certdp guarantee (AGT-R, AGS), so that budgets of DP-SGD and AGS parts add up (the hybrid's
+eps_1 + eps_2):
+
+* ``pld`` (default): dp-accounting's privacy-loss-distribution accountant with
+  ``NeighboringRelation.REPLACE_ONE``.  Replacing record i by i' changes only that record's
+  clipped gradient (each of l2 norm <= C), so one step's output is the other records' sum plus
+  N(0, sigma^2 C^2) plus, with probability q, g_i (resp. g_i'); the dominating pair is the
+  one-dimensional q N(+C) + (1 - q) N(0) against q N(-C) + (1 - q) N(0) (in units of sigma C),
+  composed T times;
+* ``prv`` (Gopi, Lee & Wutschitz 2021) and ``rdp`` (Mironov, Talwar & Zhang 2019): Opacus'
+  accountants, which bound the add/remove-one composition.  A substitution is a removal followed
+  by an addition, so by group privacy (k = 2) an add/remove (eps_a, delta_a) guarantee gives
+  (2 eps_a, (1 + e^{eps_a}) delta_a) under substitution; the noise is calibrated to
+  eps_a = eps / 2, delta_a = delta / (1 + e^{eps / 2}) (looser than ``pld``).
 
 Everything drawn comes from the generators the caller passes, so a run is reproducible and a
 loop resumed at step ``start`` with per-step generators continues exactly.
@@ -25,6 +37,7 @@ loop resumed at step ``start`` with per-step generators continues exactly.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from typing import Callable
 
@@ -32,28 +45,23 @@ import torch
 
 from certdp import DTYPE
 
-DPSGD_ACCOUNTANTS = ("prv", "rdp")     # Opacus accountants that calibrate DP-SGD noise
+DPSGD_ACCOUNTANTS = ("pld", "prv", "rdp")     # substitution-adjacent DP-SGD accountants (module docstring)
+PLD_DISCRETISATION = 1e-4                      # dp-accounting's value_discretization_interval (pessimistic)
 
 
-@functools.lru_cache(maxsize=256)
-def noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
-    """sigma (noise std / clipping norm): the smallest noise multiplier, to Opacus'
-    ``epsilon_tolerance=0.01``, for which ``accountant`` certifies (epsilon, delta)-DP after
-    ``steps`` Poisson-sampled steps at ``sample_rate``.  Cached: pure function of its arguments."""
-    from opacus.accountants.utils import get_noise_multiplier     # seconds to import: only when calibrating
-    with warnings.catch_warnings():
-        # RDP's "optimal order is the largest/smallest alpha": the bound is still valid (only
-        # looser than with a wider alpha grid); not worth a warning per grid point.
-        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
-        # PRV at large epsilon overflows in an intermediate exp (handled by opacus' own np.where)
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
-                                          steps=steps, accountant=accountant, epsilon_tolerance=0.01))
+def _pld_epsilon(sigma: float, delta: float, sample_rate: float, steps: int) -> float:
+    """Replace-one epsilon at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps (dp-accounting PLD)."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import PLDAccountant
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    acc = PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE,
+                        value_discretization_interval=PLD_DISCRETISATION)
+    acc.compose(dp_event.PoissonSampledDpEvent(sample_rate, dp_event.GaussianDpEvent(sigma)), steps)
+    return float(acc.get_epsilon(delta))
 
 
-def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
-    """The epsilon that ``accountant`` certifies at ``delta`` for ``steps`` Poisson-sampled
-    Gaussian steps with noise multiplier ``sigma`` at ``sample_rate``."""
+def _opacus_epsilon(accountant: str, sigma: float, delta: float, sample_rate: float, steps: int) -> float:
+    """Add/remove epsilon at ``delta`` (Opacus ``prv`` or ``rdp``)."""
     from opacus.accountants import create_accountant              # seconds to import: only when accounting
     acc = create_accountant(accountant)
     acc.history = [(sigma, sample_rate, steps)]
@@ -61,6 +69,72 @@ def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: 
         warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
         return float(acc.get_epsilon(delta=delta))
+
+
+def group_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """The add/remove budget (eps_a, delta_a) whose group-privacy bound for a substitution
+    (k = 2: (2 eps_a, (1 + e^{eps_a}) delta_a)) is exactly (epsilon, delta)."""
+    return epsilon / 2, delta / (1 + math.exp(epsilon / 2))
+
+
+def _check_accountant(accountant: str) -> None:
+    if accountant not in DPSGD_ACCOUNTANTS:
+        raise ValueError(f"unknown DP-SGD accountant {accountant!r}; allowed: {', '.join(DPSGD_ACCOUNTANTS)}")
+
+
+@functools.lru_cache(maxsize=256)
+def noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+    """sigma (noise std / clipping norm): the smallest noise multiplier (to 1% in epsilon) for
+    which ``accountant`` certifies (epsilon, delta)-DP under substitution of one record after
+    ``steps`` Poisson-sampled steps at ``sample_rate`` (module docstring).  Cached: pure
+    function of its arguments."""
+    _check_accountant(accountant)
+    if accountant == "pld":
+        # bisection on sigma: the replace-one epsilon decreases as sigma grows
+        lo, hi = 1e-2, 1.0
+        while _pld_epsilon(hi, delta, sample_rate, steps) > epsilon:
+            lo, hi = hi, 2 * hi
+            if hi > 1e6:
+                raise ValueError(f"no noise multiplier below 1e6 gives epsilon {epsilon} at delta {delta}")
+        while hi - lo > 1e-3 * hi:
+            mid = (lo + hi) / 2
+            if _pld_epsilon(mid, delta, sample_rate, steps) > epsilon:
+                lo = mid
+            else:
+                hi = mid
+        return float(hi)
+    from opacus.accountants.utils import get_noise_multiplier     # seconds to import: only when calibrating
+    eps_a, delta_a = group_budget(epsilon, delta)
+    with warnings.catch_warnings():
+        # RDP's "optimal order is the largest/smallest alpha": the bound is still valid (only
+        # looser than with a wider alpha grid); not worth a warning per grid point.
+        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
+        # PRV at large epsilon overflows in an intermediate exp (handled by opacus' own np.where)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
+        return float(get_noise_multiplier(target_epsilon=eps_a, target_delta=delta_a, sample_rate=sample_rate,
+                                          steps=steps, accountant=accountant, epsilon_tolerance=0.005))
+
+
+def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+    """The epsilon, under substitution of one record, that ``accountant`` certifies at ``delta``
+    for ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma`` at
+    ``sample_rate``.  For ``prv``/``rdp`` the smallest epsilon found with
+    2 eps_a(delta / (1 + e^{epsilon/2})) <= epsilon (group privacy, k = 2), which makes the
+    substitution delta (1 + e^{eps_a}) delta_a at most ``delta``."""
+    _check_accountant(accountant)
+    if accountant == "pld":
+        return _pld_epsilon(sigma, delta, sample_rate, steps)
+
+    def g(e: float) -> float:       # increasing in e: a larger e leaves a smaller delta_a
+        return 2 * _opacus_epsilon(accountant, sigma, delta / (1 + math.exp(e / 2)), sample_rate, steps)
+
+    e = g(0.0)
+    for _ in range(60):
+        nxt = g(e)
+        if nxt <= e:
+            return float(e)
+        e = nxt * (1 + 1e-6) + 1e-9
+    return float(e * 1.01) if g(e * 1.01) <= e * 1.01 else math.inf
 
 
 def calibrated_noise(*, epsilon: float, delta: float, sample_rate: float, steps: int,

@@ -3,7 +3,7 @@ dataclasses, before any data is read or any training starts.
 
 :func:`parse` maps a command and its composed config (a plain dict from Hydra) to the command's
 settings: :class:`ExperimentSettings` for the commands that train and certify (``agtr``,
-``certify``, ``audit``, ``pate``, ``ags``, ``dpsgd``), :class:`FeasibilitySettings` and
+``certify``, ``audit``, ``pate``, ``ags``, ``dpsgd``, ``dpaudit``), :class:`FeasibilitySettings` and
 :class:`HybridSettings`.  Every value is typed and range-checked by the parsers of
 :mod:`certdp.data.params`; absent keys take their documented defaults; a key no command reads is
 refused (``+privacy.epsilon=1`` is a typo, not a setting to ignore); releases are instantiated so

@@ -23,6 +23,12 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
 # Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
 SEED = partial(integer, lo=0, hi=2 ** 53)
 
+# ``selection``: ``grid`` lets the arms that tune (optimised DP-SGD, the PATE classification
+# baseline, the hybrid's split / allocation / learning rate) choose among privately trained
+# candidates, reporting the composition over them as ``epsilon_end_to_end``; ``fixed`` trains only
+# the configured candidate (each such grid must then hold one value), so both epsilons agree.
+SELECTION_MODES = ("grid", "fixed")
+
 
 def config_dir() -> Path:
     """The Hydra config folder: ``$CERTDP_CONFIG_DIR`` or the repository's ``configs/``."""
@@ -57,6 +63,7 @@ class RunOptions:
     out_root: str
     run: str
     overwrite: bool
+    selection: str = "grid"      # grid: arms that tune choose among private candidates | fixed: one candidate
 
 
 def _run_fields() -> dict[str, Field]:
@@ -69,6 +76,7 @@ def _run_fields() -> dict[str, Field]:
         "out_root": Field("outputs", text),
         "run": Field("run", text),
         "overwrite": Field(False, boolean),
+        "selection": Field("grid", partial(choice, allowed=SELECTION_MODES)),
     }
 
 

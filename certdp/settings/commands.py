@@ -54,6 +54,36 @@ def audit_settings(cfg: Any) -> AuditSettings:
                          smoothness_n=None if a["smoothness_n"] is None else tuple(sorted(set(a["smoothness_n"]))))
 
 
+# ------------------------------------------------------------------------------------ dpaudit
+DPAUDIT_QUERIES = ("prediction", "parameter")
+DPAUDIT_RELEASES = {"prediction": ("cauchy", "laplace"), "parameter": ("cauchy_p", "laplace_p")}
+
+
+@dataclass(frozen=True)
+class DPAuditSettings:
+    """``dpaudit``: which release is audited (``query``: AGT-R prediction or AGS parameters), the
+    replaced record and the size of its change, the audited test query (prediction) and the
+    confidence 1 - alpha of the lower bound."""
+    query: str = "prediction"
+    record: int = 0
+    shift: float = 10.0
+    test_point: int = 0
+    alpha: float = 0.05
+
+
+DPAUDIT_FIELDS = {
+    "query": Field("prediction", partial(choice, allowed=DPAUDIT_QUERIES)),
+    "record": Field(0, partial(integer, lo=0)),
+    "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6)),
+    "test_point": Field(0, partial(integer, lo=0)),
+    "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
+}
+
+
+def dpaudit_settings(cfg: Any) -> DPAuditSettings:
+    return DPAuditSettings(**strict(cfg, DPAUDIT_FIELDS, prefix="dpaudit"))
+
+
 # ------------------------------------------------------------------------------------ pate (shards)
 SHARD_ARMS = ("pate_r", "pate_agtr", "agtr_wor", "agtr", "gs")
 
@@ -183,6 +213,22 @@ def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSett
                             teachers=p["teachers"], queries=p["queries"], student_steps=p["student_steps"])
 
 
+def check_fixed_selection(b: BaselineSettings, arms) -> None:
+    """``selection=fixed`` trains one candidate per tuned arm: its grids must hold one value each."""
+    lists = []
+    if "dpsgd_optimised" in arms:
+        g = b.grid
+        lists += [("dpsgd.optimised.grid.lr", g.lr), ("dpsgd.optimised.grid.clip", g.clip),
+                  ("dpsgd.optimised.grid.epochs", g.epochs), ("dpsgd.optimised.grid.batch_size", g.batch_size)]
+    if "pate" in arms:
+        lists += [("pate.teachers", b.teachers), ("pate.queries", b.queries)]
+    for key, values in lists:
+        if len(values) != 1:
+            raise ConfigError(key, f"selection=fixed trains only the configured candidate, but {key} holds "
+                                   f"{len(values)} values {list(values)}; allowed: one value (e.g. {key}=[{values[0]}]), "
+                                   f"or selection=grid")
+
+
 # ------------------------------------------------------------------------------------ feasibility
 MAX_GRID = 10 ** 6       # confidence points (each a row of results.csv per curve)
 
@@ -249,6 +295,6 @@ def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> Feasibility
                                f["cauchy_factor"], f["approx_window"], run)
 
 
-__all__ = ["AuditSettings", "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid",
+__all__ = ["DPAuditSettings", "dpaudit_settings", "check_fixed_selection", "AuditSettings", "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid",
            "FeasibilitySettings", "audit_settings", "shard_settings", "ags_settings", "baseline_settings",
            "feasibility_settings"]

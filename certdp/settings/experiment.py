@@ -1,5 +1,7 @@
 """The settings of the commands that train and certify a model on a dataset
-(``agtr``, ``certify``, ``audit``, ``pate``, ``ags``, ``dpsgd``): one frozen value each."""
+(``agtr``, ``certify``, ``audit``, ``pate``, ``ags``, ``dpsgd``, ``dpaudit``): one frozen value each.
+``dpaudit`` reads prediction or parameter releases (``dpaudit.query``); ``agtr`` also reads
+``queries`` (a table of query points)."""
 
 from __future__ import annotations
 
@@ -10,16 +12,16 @@ from typing import Any, Mapping
 from certdp.data import dataset_settings
 from certdp.errors import ConfigError
 from certdp.settings.base import RunOptions, top_level
-from certdp.settings.commands import (AGSSettings, AuditSettings, BaselineSettings, ShardSettings, ags_settings,
-                                      audit_settings, baseline_settings, shard_settings)
+from certdp.settings.commands import (DPAUDIT_RELEASES, AGSSettings, AuditSettings, DPAuditSettings, dpaudit_settings, BaselineSettings, ShardSettings, ags_settings,
+                                      audit_settings, baseline_settings, check_fixed_selection, shard_settings)
 from certdp.settings.privacy import PrivacySettings, privacy_settings
 from certdp.settings.training import (CertificateSettings, ModelSettings, StaircaseSettings, TrainSettings,
                                       certificate_settings, model_settings, staircase_settings, train_settings)
 
 MODEL_SECTIONS = ("dataset", "model", "train", "certificate", "staircase", "privacy")
-SECTIONS = {"agtr": MODEL_SECTIONS, "certify": MODEL_SECTIONS, "audit": MODEL_SECTIONS + ("audit",),
+SECTIONS = {"agtr": MODEL_SECTIONS + ("queries",), "certify": MODEL_SECTIONS, "audit": MODEL_SECTIONS + ("audit",),
             "pate": MODEL_SECTIONS + ("pate",), "ags": MODEL_SECTIONS + ("ags", "dpsgd", "pate"),
-            "dpsgd": MODEL_SECTIONS + ("dpsgd", "pate")}
+            "dpsgd": MODEL_SECTIONS + ("dpsgd", "pate"), "dpaudit": MODEL_SECTIONS + ("dpaudit",)}
 PARAMETER_COMMANDS = ("ags", "dpsgd")
 
 
@@ -40,6 +42,8 @@ class ExperimentSettings:
     shards: ShardSettings | None = None
     ags: AGSSettings | None = None
     baselines: BaselineSettings | None = None
+    dpaudit: DPAuditSettings | None = None
+    queries: str | None = None            # agtr: a table of query points answered privately (answers.csv)
 
     @property
     def command(self) -> str:
@@ -61,6 +65,21 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
     train = train_settings(sec["train"], run.seed)
     query = "parameter" if command in PARAMETER_COMMANDS else "prediction"
     extra: dict[str, Any] = {}
+    privacy_cfg = sec["privacy"]
+    if command == "agtr":
+        from certdp.data.params import text
+        extra["queries"] = text(sec["queries"], "queries", none=True, null_means="the dataset's test queries only")
+    if command == "dpaudit":
+        extra["dpaudit"] = dpaudit_settings(sec["dpaudit"])
+        query = extra["dpaudit"].query
+        audited = DPAUDIT_RELEASES[query]
+        privacy_cfg = dict(privacy_cfg or {})
+        if privacy_cfg.get("releases") is None:              # null: every audited release of the query
+            privacy_cfg["releases"] = list(audited)
+        for r in privacy_cfg["releases"] or ():
+            if r not in audited:
+                raise ConfigError("privacy.releases", f"certdp dpaudit does not audit '{r}' for dpaudit.query={query}; "
+                                                      f"allowed: {', '.join(audited)}")
     if command == "audit":
         extra["audit"] = audit_settings(sec["audit"])
     elif command == "pate":
@@ -69,7 +88,10 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
         if command == "ags":
             extra["ags"] = ags_settings(sec["ags"], steps=train.steps)
         extra["baselines"] = baseline_settings(sec["dpsgd"], sec["pate"], with_arms=command == "dpsgd")
+        if run.selection == "fixed":
+            arms = extra["ags"].baselines if command == "ags" else extra["baselines"].arms
+            check_fixed_selection(extra["baselines"], arms)
     return ExperimentSettings(
         run=run, dataset=MappingProxyType(dataset), model=model, train=train,
         staircase=staircase_settings(sec["staircase"]), certificate=certificate_settings(sec["certificate"]),
-        privacy=privacy_settings(sec["privacy"], query=query), **extra)
+        privacy=privacy_settings(privacy_cfg, query=query), **extra)

@@ -48,7 +48,7 @@ class DPLoraSettings:
     epochs: float = 3.0
     clip: float = 1.0
     lr: float = 1e-3
-    accountant: str = "prv"
+    accountant: str = "pld"
     delta: float = 5e-6
     physical_tokens: int = 4096
     checkpoint_every: int = 1
@@ -124,7 +124,7 @@ DPLORA_FIELDS = {
     "epochs": Field(3.0, POS),
     "clip": Field(1.0, POS),
     "lr": Field(1e-3, POS),
-    "accountant": Field("prv", partial(choice, allowed=DPSGD_ACCOUNTANTS)),
+    "accountant": Field("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS)),
     "delta": Field(5e-6, DELTA),
     "physical_tokens": Field(4096, partial(integer, lo=8)),
     "checkpoint_every": Field(1, partial(integer, lo=1)),
@@ -226,6 +226,17 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     if dps.delta + head.delta > p["delta"] * (1 + 1e-12):
         raise ConfigError("dpsgd.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
                                          f"privacy.delta {p['delta']:g}; lower dpsgd.delta or head.delta")
+    if run.selection == "fixed":      # one candidate per arm: nothing is chosen among private runs
+        dpsgd_head = strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS, prefix="dpsgd_head")
+        for key, values in (("split.fractions", split["fractions"]), ("head.allocations", head.allocations),
+                            ("dpsgd_head.lrs", dpsgd_head["lrs"])):
+            if len(values) != 1:
+                raise ConfigError(key, f"selection=fixed trains only the configured candidate, but {key} holds "
+                                       f"{len(values)} values; allowed: one value, or selection=grid")
+        if split["reuse_end_to_end"] and "dplora" in h["arms"] and len(p["epsilons"]) > 1:
+            raise ConfigError("split.reuse_end_to_end", "selection=fixed trains only the configured eps_1, but "
+                                                        "reuse_end_to_end adds candidates; allowed: false, or "
+                                                        "selection=grid")
     work = Path(h["work_dir"]).expanduser() if h["work_dir"] else cache_dir() / "hybrid"
     return HybridSettings(
         encoder=own["encoder"], max_seq_length=own["max_seq_length"], n_test=own["n_test"],

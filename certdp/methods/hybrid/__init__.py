@@ -13,12 +13,22 @@ Pipeline, for a total budget (eps, delta) with delta >= delta_1 + delta_2 (5e-6 
 3. **Frozen-encoder arms**: the un-adapted encoder (public weights, no privacy cost) with the
    same AGS head at the whole (eps, delta), and with a DP-SGD head at the whole (eps, delta).
 
+Adjacency.  Every budget is under substitution of one record: the DP-SGD accountant of the
+first stage is substitution-adjacent (``dpsgd.accountant=pld``: dp-accounting's PLD with
+``REPLACE_ONE``; ``prv``/``rdp``: Opacus' add/remove bound through group privacy, see
+:mod:`certdp.privacy.dpsgd_core`), as AGS's smooth sensitivity is, so eps_1 + eps_2 composes
+two guarantees about the same neighbouring datasets.
+
 Chosen on the public set (the GLUE dev sentences), as in the paper: the split eps_1 = f * eps
 (``split.fractions``; with ``split.reuse_end_to_end`` the end-to-end adapters of smaller budgets
 are candidates too), the allocation, the DP-SGD head's learning rate and every arm's decision
-threshold on the logit margin.  Choosing among several private candidates by their public
-accuracy is the paper's protocol; its own privacy cost (Papernot & Steinke 2022) is not
-accounted here: a single fraction and allocation gives the strict (eps, delta) guarantee.
+threshold on the logit margin.  The threshold is post-processing of one released model with
+public data; the other choices read several privately trained candidates, so every row reports
+``epsilon`` (the paper's budget of one candidate) and ``epsilon_end_to_end`` /
+``delta_end_to_end``, the basic composition over every private release the choice of its arm
+read (:func:`certdp.methods.hybrid.runner.end_to_end_columns`: each adapter once, each released
+head draw, each DP-SGD head run).  ``selection=fixed`` (one fraction, one allocation, one
+learning rate) trains only the configured candidate and both agree.
 
 The data are the ``sst2`` dataset's split (:mod:`.data`); every unit of work is resumable from
 ``hybrid.work_dir`` (:mod:`.store`).  Modules: :mod:`certdp.settings.hybrid` (the configuration),

@@ -93,7 +93,7 @@ def run(s: HybridSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         else:
             rows = _cell(s, work, n, eps, cells)
             save_json(rows, cpath)
-        frame = pd.DataFrame([{**r, "sweep": sweep} for r in rows])
+        frame = end_to_end_columns(s, pd.DataFrame([{**r, "sweep": sweep} for r in rows]))
         frames.append(frame)
         chosen = frame[frame.chosen]
         log.info("N=%d eps=%g: %s", n_eff, eps, ", ".join(
@@ -106,12 +106,46 @@ def run(s: HybridSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                            {"dp_end_to_end": True, "scaling": "public"})
 
 
+def end_to_end_columns(s: HybridSettings, frame: pd.DataFrame) -> pd.DataFrame:
+    """``epsilon_end_to_end``, ``delta_end_to_end`` and ``candidates`` of every row of one cell:
+    the basic composition over the private releases its arm's choice read.
+
+    * ``hybrid`` (per head release): each candidate adapter once (eps_1, delta_1) and each of the
+      ``head.n_draws`` released heads of every (eps_1, allocation) candidate (eps_2, delta_2);
+    * ``frozen_ags``: the ``head.n_draws`` heads of every allocation;
+    * ``frozen_dpsgd``: the ``dpsgd_head.n_runs`` runs of every learning rate;
+    * ``dplora``: its one adapter.
+    An arm with one candidate chooses nothing: its draws are replicates that only measure the
+    accuracy of one release, and its end-to-end budget is its own (eps_1 + eps_2, delta_1 + delta_2)."""
+    frame = frame.copy()
+    own_eps = frame.eps1.fillna(0) + frame.eps2.fillna(0)
+    own_delta = frame.delta1.fillna(0) + frame.delta2.fillna(0)
+    frame["epsilon_end_to_end"], frame["delta_end_to_end"], frame["candidates"] = own_eps, own_delta, 1
+    for (arm, release), g in frame.groupby([frame.arm, frame.head_release.fillna("")], sort=False):
+        if arm == "frozen_dpsgd":
+            k = len(s.dpsgd_head.lrs)
+            if k > 1:
+                runs = k * s.dpsgd_head.n_runs
+                frame.loc[g.index, ["epsilon_end_to_end", "delta_end_to_end", "candidates"]] = \
+                    [runs * float(g.eps2.iloc[0]), runs * float(g.delta2.iloc[0]), k]
+            continue
+        if len(g) < 2:
+            continue
+        adapters = g.drop_duplicates("eps1")
+        draws = g.n_draws.astype(float)
+        eps = float(adapters.eps1.fillna(0).sum() + (draws * g.eps2.fillna(0)).sum())
+        delta = float(adapters.delta1.fillna(0).sum() + (draws * g.delta2.fillna(0)).sum())
+        frame.loc[g.index, ["epsilon_end_to_end", "delta_end_to_end", "candidates"]] = [eps, delta, len(g)]
+    return frame
+
+
 def _accounting_frame(results: pd.DataFrame) -> pd.DataFrame:
     """One row per chosen result: the two budgets and their basic composition."""
     if results.empty:
         return results
     out = results[results.chosen][["sweep", "arm", "head_release", "n_private", "epsilon", "delta", "eps1", "delta1",
-                                   "eps1_certified", "eps2", "delta2"]].copy()
+                                   "eps1_certified", "eps2", "delta2", "candidates", "epsilon_end_to_end",
+                                   "delta_end_to_end"]].copy()
     out["eps_total"] = out.eps1.fillna(0) + out.eps2.fillna(0)
     out["delta_total"] = out.delta1.fillna(0) + out.delta2.fillna(0)
     out["within_budget"] = (out.eps_total <= out.epsilon * (1 + 1e-9)) & (out.delta_total <= out.delta * (1 + 1e-9))
