@@ -172,9 +172,15 @@ DPA_BLOBS = ["dpaudit", "dataset=blobs", "dataset.n_test=100", "dpaudit.query=pa
              "privacy.n_draws=40000", "privacy.epsilons=[0.5,2]"]
 
 
-@pytest.mark.parametrize("argv,releases", [(DPA_LIN, {"cauchy", "laplace"}), (DPA_BLOBS, {"cauchy_p", "laplace_p"})])
+DPA_IRIS = ["dpaudit", "dataset=csv", "dataset.path={iris}", "dataset.target=target", "dataset.task=multiclass",
+            "dpaudit.query=parameter", "train.steps=5", "privacy.n_draws=40000", "privacy.epsilons=[0.5,2]"]
+
+
+@pytest.mark.parametrize("argv,releases", [(DPA_LIN, {"cauchy", "laplace"}), (DPA_BLOBS, {"cauchy_p", "laplace_p"}),
+                                           (DPA_IRIS, {"cauchy_p", "laplace_p"})])
 def test_dpaudit_lower_bound_stays_below_the_claim(tmp_path, argv, releases):
-    code, err = run(argv, tmp_path / "o")
+    iris = sklearn_csv(tmp_path, "iris")
+    code, err = run([a.replace("{iris}", str(iris)) for a in argv], tmp_path / "o")
     assert code == 0, err
     res = tables(tmp_path / "o")["results"]
     assert set(res.mechanism) == releases and len(res) == 4
@@ -184,6 +190,7 @@ def test_dpaudit_lower_bound_stays_below_the_claim(tmp_path, argv, releases):
     # the certificates were recomputed on the neighbour: the noise scales differ between the two
     assert (res.center_D != res.center_D_prime).all()
     assert res.dp_end_to_end.all()
+    assert (res.neighbour == ("raw table" if "dataset=csv" in argv else "prepared data")).all()
 
 
 def test_dpaudit_detects_a_release_with_too_little_noise(tmp_path, monkeypatch):
@@ -293,3 +300,21 @@ def test_hybrid_end_to_end_columns_count_every_release_the_choice_read():
     assert np.allclose(hyb.delta_end_to_end, 2 * d1 + 4 * 5 * d2)
     assert out.loc["frozen_ags", "epsilon_end_to_end"] == eps            # one allocation: no choice
     assert out.loc["frozen_dpsgd", "epsilon_end_to_end"] == 2 * 3 * eps  # two lrs, three runs each
+
+
+def test_dpaudit_on_a_raw_table_catches_private_statistics_scaling(tmp_path):
+    """On a csv table the neighbour is built in the raw table and both go through the whole
+    preparation: with the public scaling the bound stays below the claim; with the paper's
+    private-statistics scaling (dp_end_to_end=false) an outlier target moves the width-form output
+    range, and the audit reports a lower bound far above the claim (exit 1)."""
+    path = sklearn_csv(tmp_path, "diabetes")
+    base = ["dpaudit", "dataset=csv", f"dataset.path={path}", "dataset.target=target", "dataset.output_range=10",
+            "privacy.epsilons=[1]", "privacy.releases=[cauchy]", "privacy.n_draws=40000", "dpaudit.shift=50"]
+    code, err = run([*base, "dataset.scaling=public"], tmp_path / "pub")
+    res = tables(tmp_path / "pub")["results"]
+    assert code == 0 and not res.violation.any() and (res.neighbour == "raw table").all(), err
+    assert res.dp_end_to_end.all()
+    code, err = run([*base, "dataset.scaling=private_stats_not_dp"], tmp_path / "priv")
+    res = tables(tmp_path / "priv")["results"]
+    assert code == 1 and res.violation.all() and (res.epsilon_lower_bound > 3).all()
+    assert not res.dp_end_to_end.any()
