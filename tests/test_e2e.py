@@ -33,11 +33,28 @@ def sklearn_csv(folder: Path, name: str) -> Path:
     return path
 
 
+class _Sink(io.StringIO):
+    """Captured stderr that survives ``close()``."""
+
+    def close(self):
+        pass
+
+
 def run(argv: list[str], out: Path) -> tuple[int, str]:
-    """``certdp <argv> out_root=<out>`` in this process: (exit status, stderr)."""
-    old, se = sys.argv, io.StringIO()
+    """``certdp <argv> out_root=<out>`` in this process: (exit status, stderr).
+
+    Hydra reconfigures logging, which closes every live handler; absl's handler (imported with
+    dp-accounting by earlier tests) then closes its stream unless it is the current sys.stderr,
+    i.e. pytest's capture file while stderr is redirected here.  So handlers writing to the
+    current stderr write to the redirect for the duration of the run."""
+    old, se = sys.argv, _Sink()
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    live = [r() for r in list(logging._handlerList)]
+    swapped = [(h, h.stream) for h in live if h is not None and getattr(h, "stream", None) is sys.stderr
+               and not isinstance(getattr(type(h), "stream", None), property)]     # logging.lastResort follows sys.stderr
+    for h, _ in swapped:
+        h.stream = se
     sys.argv = ["certdp", *argv, f"out_root={out}", "progress=false"]
     try:
         with contextlib.redirect_stderr(se), contextlib.redirect_stdout(io.StringIO()):
@@ -56,6 +73,8 @@ def run(argv: list[str], out: Path) -> tuple[int, str]:
             if h not in root.handlers:
                 root.addHandler(h)
         root.setLevel(level)
+        for h, stream in swapped:
+            h.stream = stream
     return code, se.getvalue()
 
 
@@ -239,7 +258,7 @@ def test_predict_reproduces_the_accuracy_of_the_saved_draw(tmp_path):
     old, so, se = sys.argv, io.StringIO(), io.StringIO()
     sys.argv = ["certdp", "predict", str(run_dir), "--input", str(tmp_path / "test_rows.csv"),
                 "--output", str(tmp_path / "pred.csv")]
-    try:
+    try:                        # predict is a plain Typer command: no Hydra, no logging reconfiguration
         with contextlib.redirect_stderr(se), contextlib.redirect_stdout(so):
             cli.main()
     except SystemExit as e:

@@ -164,8 +164,17 @@ def _parameter_sides(exp: Experiment, exps, mechs) -> tuple[list[dict], int]:
 def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     a = settings.dpaudit
     query = settings.privacy.query
-    exp = build_experiment(settings, task="regression" if query == "prediction" else "classification",
-                           smooth_release=True)
+    try:
+        exp = build_experiment(settings, task="regression" if query == "prediction" else "classification",
+                               smooth_release=True)
+    except ConfigError as e:
+        if e.key != "dataset" or "needs a" not in e.message:
+            raise
+        other = "parameter (AGS)" if query == "prediction" else "prediction (AGT-R)"
+        raise ConfigError("dpaudit.query", f"{query} releases need a "
+                                           f"{'regression' if query == 'prediction' else 'classification'} dataset "
+                                           f"and '{settings.dataset['name']}' is not one; allowed: "
+                                           f"dpaudit.query={other.split()[0]} for it {other[other.index('('):]}") from None
     if a.record >= exp.n_train:
         raise ConfigError("dpaudit.record", f"got {a.record} (the private set holds {exp.n_train} records); "
                                             f"allowed: 0..{exp.n_train - 1}")
