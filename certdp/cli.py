@@ -241,7 +241,7 @@ def predict_cmd(ctx: typer.Context, run_dir: str = typer.Argument(None, metavar=
       certdp predict outputs/ags/csv/2026-01-31_12-00-00_3fa9 --input test.csv --mechanism cauchy_p --epsilon 1
     """
     import math
-    from certdp.methods.predict import load_released, predict, read_table
+    from certdp.certify.released import load_released, predict, read_table
     if ctx.args:
         fail(f"{ctx.args[0]}: unexpected argument; allowed: RUN_DIR --input TABLE [--output FILE] [--mechanism NAME] "
              f"[--epsilon EPS]")

@@ -4,8 +4,22 @@ import os
 
 os.environ.setdefault("CERTDP_DEBUG", "1")
 
+import logging  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+# absl's logging handler (absl is imported with dp-accounting) closes its stream whenever logging
+# is reconfigured, unless that stream is the *current* sys.stderr.  The in-process CLI tests
+# redirect sys.stderr while Hydra reconfigures logging, so the handler, created on pytest's
+# capture file, would close that file and end the session ("lost sys.stderr").  A handler must
+# not close a stream it did not open: keep StreamHandler's close (flush, deregister).
+try:
+    from absl.logging import PythonHandler as _AbslPythonHandler
+except ImportError:          # pragma: no cover - absl comes with dp-accounting
+    _AbslPythonHandler = None
+if _AbslPythonHandler is not None:
+    _AbslPythonHandler.close = logging.StreamHandler.close
 
 
 @pytest.fixture(autouse=True)

@@ -50,6 +50,7 @@ import torch
 from certdp.agt import Envelopes
 from certdp.baselines import baseline_rows, end_to_end
 from certdp.certify import Experiment, build_experiment, certify_window, nominal, with_provenance
+from certdp.certify.released import RELEASED_FORMAT
 from certdp.metrics import accuracy, majority_rate
 from certdp.privacy.accounting import ACCOUNTANTS, per_release_budget
 from certdp.privacy.mechanisms import Mechanism, make_mechanism, mechanism_class
@@ -203,9 +204,6 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         out["ablation"] = sampling_ablation(exp, st, pv, common)
         out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted(set(st.ablation_n) | {1, n_rel}))
     return with_provenance(out, ds)
-
-
-RELEASED_FORMAT = "certdp.released/1"
 
 
 def released_document(exp: Experiment, saved: list[dict]) -> dict:

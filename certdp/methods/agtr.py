@@ -77,7 +77,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     mechs = settings.privacy.mechanisms()
     table = None
     if settings.queries is not None:
-        from certdp.methods.predict import read_table
+        from certdp.certify.released import read_table
         table = read_table(settings.queries, key="queries")       # a missing file is refused before training
     exp, gs = _prepare(settings, smooth_release=settings.privacy.has_smooth)
     xq = None

@@ -1,6 +1,6 @@
-"""``certdp predict RUN_DIR --input table.csv``: apply the models an AGS run released.
+"""The released models of an AGS run and applying them (``certdp predict RUN_DIR --input t.csv``).
 
-The run's ``released.json`` (:func:`certdp.methods.ags.released_document`) holds, per (release,
+The run's ``released.json`` (written by ``certdp ags``: :func:`certdp.methods.ags.released_document`) holds, per (release,
 epsilon), one released parameter vector, the model's layer widths and loss, and the
 preprocessing (public-only unless the run says ``dp_end_to_end: false``).  Predicting is
 post-processing of the DP output with the user's own rows: no private statistic is read.
@@ -23,10 +23,11 @@ from certdp import DTYPE
 from certdp.data.preprocessing import Preprocessing
 from certdp.errors import ConfigError
 
+RELEASED_FORMAT = "certdp.released/1"
+
 
 def load_released(run_dir: str | Path) -> dict:
     """The ``released.json`` of a finished AGS run (a :class:`ConfigError` naming ``RUN_DIR`` otherwise)."""
-    from certdp.methods.ags import RELEASED_FORMAT
     path = Path(run_dir).expanduser() / "released.json"
     if not path.is_file():
         raise ConfigError("RUN_DIR", f"{path} does not exist; allowed: the folder of a finished certdp ags run "
