@@ -46,7 +46,10 @@ import torch
 from certdp import DTYPE
 
 DPSGD_ACCOUNTANTS = ("pld", "prv", "rdp")     # substitution-adjacent DP-SGD accountants (module docstring)
-PLD_DISCRETISATION = 1e-4                      # dp-accounting's value_discretization_interval (pessimistic)
+# dp-accounting's value_discretization_interval: the pessimistic discretisation rounds privacy
+# losses up, so the epsilon it reports is an upper bound at any interval; 1e-3 is ten times faster
+# than 1e-4 and moves the calibrated sigma by less than the bisection's 0.1% tolerance here.
+PLD_DISCRETISATION = 1e-3
 
 
 def _pld_epsilon(sigma: float, delta: float, sample_rate: float, steps: int) -> float:
