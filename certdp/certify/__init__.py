@@ -8,7 +8,9 @@ the two staircases: of the clipped prediction per test point (:func:`prediction_
 AGT-R, PATE, audit) and of the parameter vector (:func:`parameter_staircase`,
 :func:`certify_window`, AGS and the hybrid's head), with the global sensitivities they are capped
 by; every boundary checks its values finite.  Runners (``certdp.methods``) import this layer and
-never each other.
+never each other.  :func:`with_provenance` puts ``scaling`` and ``dp_end_to_end`` on every row a
+runner returns (checked before anything is written); :mod:`.released` reads and applies the
+models an AGS run released (``released.json``, ``certdp predict``).
 """
 
 from certdp.certify.core import (certify_predictions, certify_window, check_prediction_radii, envelopes,
