@@ -257,8 +257,8 @@ def predict_cmd(ctx: typer.Context, run_dir: str = typer.Argument(None, metavar=
         if not (math.isfinite(epsilon) and epsilon > 0):
             fail(f"--epsilon: not a finite number > 0; allowed: one of the run's epsilons")
     try:
-        doc = load_released(run_dir)
-        preds, summary = predict(doc, read_table(input), mechanism=mechanism, epsilon=epsilon)
+        table = read_table(input)
+        preds, summary = predict(load_released(run_dir), table, mechanism=mechanism, epsilon=epsilon)
     except ConfigError as e:
         fail(str(e))
     for r in summary.itertuples():

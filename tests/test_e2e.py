@@ -337,3 +337,25 @@ def test_dpaudit_on_a_raw_table_catches_private_statistics_scaling(tmp_path):
     res = tables(tmp_path / "priv")["results"]
     assert code == 1 and res.violation.all() and (res.epsilon_lower_bound > 3).all()
     assert not res.dp_end_to_end.any()
+
+
+@pytest.mark.parametrize("args,key", [([], "RUN_DIR"), (["{run}"], "--input"), (["{run}", "--input", "{csv}", "--epsilon", "x"], "--epsilon"),
+                                      (["{run}", "--input", "{csv}", "extra"], "extra"),
+                                      (["{tmp}", "--input", "{csv}"], "RUN_DIR"),
+                                      (["{run}", "--input", "{tmp}/none.csv"], "--input")])
+def test_predict_refuses_bad_input_in_one_line(tmp_path, args, key):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "released.json").write_text('{"format": "certdp.released/1", "preprocessing": null}')
+    csv = sklearn_csv(tmp_path, "iris")
+    argv = [a.replace("{run}", str(run_dir)).replace("{csv}", str(csv)).replace("{tmp}", str(tmp_path)) for a in args]
+    old, se = sys.argv, io.StringIO()
+    sys.argv = ["certdp", "predict", *argv]
+    try:
+        with contextlib.redirect_stderr(se), contextlib.redirect_stdout(io.StringIO()):
+            with pytest.raises(SystemExit) as e:
+                cli.main()
+    finally:
+        sys.argv = old
+    err = se.getvalue()
+    assert e.value.code == 2 and err.count("\n") == 1 and err.startswith(f"certdp: error: {key}: "), err
