@@ -258,9 +258,13 @@ def predict_cmd(ctx: typer.Context, run_dir: str = typer.Argument(None, metavar=
             fail(f"--epsilon: not a finite number > 0; allowed: one of the run's epsilons")
     try:
         table = read_table(input)
-        preds, summary = predict(load_released(run_dir), table, mechanism=mechanism, epsilon=epsilon)
+        doc = load_released(run_dir)
+        preds, summary = predict(doc, table, mechanism=mechanism, epsilon=epsilon)
     except ConfigError as e:
         fail(str(e))
+    if not doc.get("dp_end_to_end", False):
+        typer.echo("certdp: warning: this run's release is not DP end to end (dp_end_to_end: false in "
+                   "released.json: a labelled non-private shortcut shaped it)", err=True)
     for r in summary.itertuples():
         acc = f", accuracy {r.accuracy:.4f}" if "accuracy" in summary.columns else ""
         typer.echo(f"certdp predict: {r.mechanism} eps={r.epsilon:g}: {r.n_rows} rows{acc}", err=True)
