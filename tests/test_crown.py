@@ -52,7 +52,10 @@ def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
     nb = single_layer_step(m, box, x, y, subs=ks, settings=st)
     ib = _ibp_step(m, box, x, y, ks, st)
     assert (nb.lo >= ib.lo - 1e-12).all() and (nb.hi <= ib.hi + 1e-12).all()
-    assert (nb.hi - nb.lo).sum() < (ib.hi - ib.lo).sum()
+    if loss == "hinge":     # interval constants are the only monotone relaxation of the step: IBP
+        assert torch.equal(nb.lo, ib.lo) and torch.equal(nb.hi, ib.hi)
+    else:
+        assert (nb.hi - nb.lo).sum() < (ib.hi - ib.lo).sum()
     g = torch.Generator().manual_seed(3)
     for j, k in enumerate(ks.tolist()):
         for it in range(150 if loss == "ce" else 400):
@@ -117,7 +120,8 @@ def test_envelopes_contain_retrained_neighbours(widths, loss, bs):
     ks = [1, 2, 4]
     env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("crown"), plan=plan, progress=False)
     ibp = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("ibp"), plan=plan, progress=False)
-    assert (env.widths() <= ibp.widths() + 1e-12).all()
+    # never wider than IBP, up to the difference of their graded widenings against rounding
+    assert (env.widths() <= ibp.widths() + 1e-8).all()
     for j, k in enumerate(ks):
         for mode in ("random", "adversarial"):
             X, Y = neighbours(mode, k, 40, x, y, plan, loss, widths[-1], torch.Generator().manual_seed(k))
