@@ -18,20 +18,28 @@ inclusion-monotone although the centre moves (the derivation is in certdp/losses
 splitting the fixed x~_ij gives affine bounds lam_L(theta) <= u_i,cj(theta) <= lam_U(theta) and
 isotone numbers lmin <= min_box lam_L, umax >= max_box lam_U.
 
-(b) The clip is handled by a regime chosen per (record, coordinate) by a rule that is itself
-monotone in the box (a larger box never moves an entry to a tighter regime):
+(b) The clip is handled per (record, coordinate) by a rule that is itself monotone in the box
+(a larger box never moves an entry to a tighter regime), separately for the two ends:
 
-    S  surely clipped: the interval of u lies above gamma (below -gamma): L = U = +gamma (-gamma);
-    A  affine:         lmin >= -gamma and umax <= gamma (so g = u):       L = lam_L, U = lam_U;
-    C  otherwise:      the constants L = clip(lmin), U = clip(umax).
+    lower L:  +gamma if the interval of u lies above gamma (surely clipped);
+              min(lam_L, gamma) if lmin >= -gamma (then u >= -gamma, so clip(u) = min(u, gamma));
+              the constant clip(lmin) otherwise;
+    upper U:  -gamma if the interval of u lies below -gamma;  max(lam_U, -gamma) if umax <= gamma;
+              the constant clip(umax) otherwise.
 
-Monotone family: for boxes B subset B' and theta in B, L(theta; B') <= L(theta; B) (mirror for U).
-S is decided on isotone intervals, A on isotone numbers, so only the transitions S -> C, A -> C,
-A -> A, C -> C (from B to B') occur; A -> A holds by (a); C -> C and A -> C because clip(lmin(B'))
-<= lmin(B) <= lam_L(theta; B) and lam_L >= -gamma in A; S -> C because a surely clipped entry has
-lmin(B') <= -gamma on the low side.  Also -gamma <= L <= U <= gamma, and a point box is exact.
-Records whose features exceed :data:`X_CAP` in absolute value (or labels :data:`Y_CAP`) stay in S/C:
-a rule on the record alone, so still monotone, and it bounds the rounding of regime A (below).
+Monotone family: for boxes B inside B' and theta in B, L(theta; B') <= L(theta; B) (mirror for U).
+The surely-clipped test uses isotone intervals and the other tests isotone numbers, so from B to
+B' an entry only moves from "+gamma" to anything, or from "min(lam_L, gamma)" to the constant;
+min(lam_L(.; B'), gamma) <= min(lam_L(.; B), gamma) by (a), and the constant clip(lmin(B')) is
+-gamma there (lmin(B') < -gamma) while min(lam_L, gamma) >= -gamma on B.  Also -gamma <= L <= U <=
+gamma, L is concave and U convex in theta (affine lam's), and a point box is exact.  For MSE
+lam_L = lam_U = u itself, box-independent: the regimes are its exact function wherever the
+range does not cross the opposite threshold (a range straddling only +gamma keeps min(u, gamma)
+exactly, tighter than any chord); a range straddling -gamma takes the constant -gamma for L,
+because a concave minorant of clip that is >= -gamma there is constant (the parallel-chord
+relaxation is tighter but not monotone in its interval, which broke smoothness).
+Records whose features exceed :data:`X_CAP` in absolute value (or labels :data:`Y_CAP`) take the
+constants: a rule on the record alone, so still monotone, and it bounds the rounding (below).
 
 (c) Step map with at most k substitutions in a batch of b (s = lr / b):
 
@@ -39,10 +47,12 @@ a rule on the record alone, so still monotone, and it bounds the rounding of reg
              <= lam theta_q - s SEMin_{b-k}(L_.q(theta)) + s k gamma
               = lam theta_q - s sum_i L_iq(theta) + s top_k(L_iq(theta) + gamma),
 
-which is convex in theta (L affine or constant; SEMin of affine maps is concave), so its maximum
-over the box is attained at a vertex.  *Coupled*: the exact maximum over the 2^P vertices (used
-when 2^P * b * P is small, e.g. linear regression); *flat*: top_k(L + gamma) <= 2 k gamma, a
-record-independent charge, and the maximum of the affine remainder over the box by signs.  Both
+which is convex in theta (L concave; SEMin of concave maps is concave), so its maximum over the
+box is attained at a vertex.  *Coupled*: the exact maximum over the 2^P vertices (used when
+2^P * b * P is small, e.g. linear regression); *flat*: top_k(L + gamma) <= 2 k gamma, a
+record-independent charge, L replaced by its chord over [lmin, umax] (below a concave function;
+chords of a fixed concave function over growing intervals only move down, so still monotone),
+and the maximum of the affine remainder over the box by signs.  Both
 nest (M2): the substituted record's own L_j (>= -gamma) is either among the top k at D or paid by
 the extra gamma + gamma of radius k + 1 at D'; every retained record's L only decreases on the
 larger box.  A charge that depends on the substituted record (max_box L_j + gamma) does not nest.
@@ -74,8 +84,8 @@ grows with the box), so they keep the monotonicity.  The batch is then aggregate
 Other models (deeper stacks, hidden-layer hinge / cross-entropy) use the IBP bounds.
 
 Rounding.  AGT widens radius index i by i * :meth:`CROWN.nesting_slack` per step.  On top of IBP's
-slack (aggregation and update), regime A evaluates affine functions at vertices and forms their
-coefficient sums: for a record with |x~| <= X_CAP, |y| <= Y_CAP and parameters within the trivial
+slack (aggregation and update), the non-constant regimes evaluate affine functions at vertices and
+form their coefficient sums: for a record with |x~| <= X_CAP, |y| <= Y_CAP and parameters within the trivial
 cover (|theta| <= M), each value errs by at most ~ (P + 4) u X_CAP (D X_CAP M + Y_CAP + 4) (u =
 2^-53); summed over the batch with weight s that is lr times this per step, data-independent.
 
@@ -97,7 +107,7 @@ from certdp.bounds.interval import Interval
 from certdp.losses import MSE, Hinge
 from certdp.models import ModelSpec
 
-# Regime A (affine) only for records with |x~| <= X_CAP and |y| <= Y_CAP: bounds the rounding of
+# Non-constant regimes only for records with |x~| <= X_CAP and |y| <= Y_CAP: bounds the rounding of
 # the affine evaluations by a data-independent amount (standardised data is far inside).
 X_CAP = 16.0
 Y_CAP = 1024.0
@@ -135,7 +145,7 @@ def ibp_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor
 
 
 def _caps(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """[n] records allowed in regime A (a rule on the record alone)."""
+    """[n] records allowed the non-constant regimes (a rule on the record alone)."""
     ok = x.abs().amax(-1) <= X_CAP
     if y.dtype.is_floating_point:
         ok = ok & (y.abs() <= Y_CAP)
@@ -144,9 +154,10 @@ def _caps(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _relaxation(model: ModelSpec, TL: torch.Tensor, TU: torch.Tensor, xt: torch.Tensor, y: torch.Tensor,
                 g: float, cap: torch.Tensor):
-    """Per box [M] the relaxation of part 1 (a)-(b): the slopes and offsets of the phi bounds
-    (alpha_L, alpha_U [M|1, n, C, C]; beta_L, beta_U [M, n, C]), the regime-A mask and the
-    constants of the other regimes ([M, n, C, D] each)."""
+    """Per box [M] the relaxation of part 1 (a)-(b): the affine bounds lam_L, lam_U of u_i,cj in
+    z_i as a coefficient [M, n, C(c), D(j), C(q)] on z_iq plus an offset [M, n, C, D] each, their
+    isotone range [lmin, umax], the regime masks (lower: min(lam_L, gamma); upper:
+    max(lam_U, -gamma)) and the constants elsewhere ([M, n, C, D] each)."""
     C = TL.shape[1]
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)                              # [n, D]
     zl = torch.einsum("mcd,nd->mnc", TL, xp) + torch.einsum("mcd,nd->mnc", TU, xn)
@@ -162,38 +173,31 @@ def _relaxation(model: ModelSpec, TL: torch.Tensor, TU: torch.Tensor, xt: torch.
     lmin = rl.unsqueeze(-1) * xp4 + ru.unsqueeze(-1) * xn4                  # <= min_box lam_L
     umax = ru.unsqueeze(-1) * xp4 + rl.unsqueeze(-1) * xn4                  # >= max_box lam_U
     s_hi, s_lo = ul > g, uu < -g
-    sure = s_hi | s_lo
-    aff = (lmin >= -g) & (umax <= g) & ~sure & cap.view(1, -1, 1, 1)
-    const_l = torch.where(s_hi, g, torch.where(s_lo, -g, lmin.clamp(-g, g)))
-    const_u = torch.where(s_hi, g, torch.where(s_lo, -g, umax.clamp(-g, g)))
-    return al, au, bl, bu, aff, const_l, const_u
-
-
-def _affine_parts(al, au, bl, bu, aff, xt):
-    """Affine forms of lam_L, lam_U in z: coefficient [M, n, C(c), D(j), C(q)] on z_iq and offset
-    [M, n, C, D], restricted to regime A (zero elsewhere)."""
-    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
+    capm = cap.view(1, -1, 1, 1)
+    reg_l = (lmin >= -g) & ~s_hi & capm
+    reg_u = (umax <= g) & ~s_lo & capm
+    const_l = torch.where(s_hi, g, lmin.clamp(-g, g))
+    const_u = torch.where(s_lo, -g, umax.clamp(-g, g))
     xp5, xn5 = xp.view(1, -1, 1, xp.shape[-1], 1), xn.view(1, -1, 1, xn.shape[-1], 1)
-    a = aff.to(bl.dtype)
-    cl = (xp5 * al.unsqueeze(-2) + xn5 * au.unsqueeze(-2)) * a.unsqueeze(-1)
-    cu = (xp5 * au.unsqueeze(-2) + xn5 * al.unsqueeze(-2)) * a.unsqueeze(-1)
-    ol = (xp.view(1, -1, 1, xp.shape[-1]) * bl.unsqueeze(-1) + xn.view(1, -1, 1, xn.shape[-1]) * bu.unsqueeze(-1)) * a
-    ou = (xp.view(1, -1, 1, xp.shape[-1]) * bu.unsqueeze(-1) + xn.view(1, -1, 1, xn.shape[-1]) * bl.unsqueeze(-1)) * a
-    return cl, cu, ol, ou
+    cl = xp5 * al.unsqueeze(-2) + xn5 * au.unsqueeze(-2)
+    cu = xp5 * au.unsqueeze(-2) + xn5 * al.unsqueeze(-2)
+    ol = xp4 * bl.unsqueeze(-1) + xn4 * bu.unsqueeze(-1)
+    ou = xp4 * bu.unsqueeze(-1) + xn4 * bl.unsqueeze(-1)
+    return cl, cu, ol, ou, lmin, umax, reg_l, reg_u, const_l, const_u
 
 
-def _coupled(TL, TU, xt, cl, cu, ol, ou, aff, const_l, const_u, kk, src, lam, s, g):
+def _coupled(TL, TU, xt, rel, kk, src, lam, s, g):
     """Vertex maxima (part 1 (c), coupled) [Q, C, D] of the upper and lower step bounds."""
+    cl, cu, ol, ou, _, _, reg_l, reg_u, const_l, const_u = rel
     M, C, D = TL.shape
     P = C * D
     verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool).view(-1, C, D)
     th = torch.where(verts.unsqueeze(0), TU.unsqueeze(1), TL.unsqueeze(1))          # [M, V, C, D]
     z = torch.einsum("mvcd,nd->mvnc", th, xt)                                        # [M, V, n, C]
-    Lv = torch.einsum("mnjdq,mvnq->mvnjd", cl, z) + ol.unsqueeze(1)
-    Uv = torch.einsum("mnjdq,mvnq->mvnjd", cu, z) + ou.unsqueeze(1)
-    keep = aff.unsqueeze(1)
-    Lv = torch.where(keep, Lv, const_l.unsqueeze(1)).flatten(-2)                       # [M, V, n, P]
-    Uv = torch.where(keep, Uv, const_u.unsqueeze(1)).flatten(-2)
+    Lv = (torch.einsum("mnjdq,mvnq->mvnjd", cl, z) + ol.unsqueeze(1)).clamp(max=g)  # min(lam_L, gamma)
+    Uv = (torch.einsum("mnjdq,mvnq->mvnjd", cu, z) + ou.unsqueeze(1)).clamp(min=-g) # max(lam_U, -gamma)
+    Lv = torch.where(reg_l.unsqueeze(1), Lv, const_l.unsqueeze(1)).flatten(-2)         # [M, V, n, P]
+    Uv = torch.where(reg_u.unsqueeze(1), Uv, const_u.unsqueeze(1)).flatten(-2)
     top_l = top_sum(Lv + g, kk, src, largest=True, dim=2)                            # [Q, V, P]
     top_u = top_sum(g - Uv, kk, src, largest=True, dim=2)
     thf = _rows(th.flatten(-2), src)
@@ -202,17 +206,34 @@ def _coupled(TL, TU, xt, cl, cu, ol, ou, aff, const_l, const_u, kk, src, lam, s,
     return dn.amin(1).view(-1, C, D), up.amax(1).view(-1, C, D)
 
 
-def _flat(TL, TU, xt, cl, cu, ol, ou, aff, const_l, const_u, kk, src, lam, s, g):
-    """Flat-charge bounds (part 1 (c), flat) [Q, C, D]: max over the box of the affine remainder
-    plus 2 k gamma per substitution."""
+def _chords(a: torch.Tensor, b: torch.Tensor, g: float):
+    """Slopes and intercepts (in t) of the chords over [a, b] of min(t, g) (below it: concave) and
+    of max(t, -g) (above it: convex).  Chords of a fixed concave (convex) function over growing
+    intervals only move down (up) on the smaller interval: an inclusion-monotone family."""
+    w = (b - a).clamp(min=1e-300)
+    sl = torch.where(b <= g, torch.ones_like(a), ((g - a) / w).clamp(0, 1))
+    il = a.clamp(max=g) - sl * a
+    su = torch.where(a >= -g, torch.ones_like(a), ((b.clamp(min=-g) + g) / w).clamp(0, 1))
+    iu = -g - su * a
+    iu = torch.where(a >= -g, torch.zeros_like(a), iu)
+    return sl, il, su, iu
+
+
+def _flat(TL, TU, xt, rel, kk, src, lam, s, g):
+    """Flat-charge bounds (part 1 (c), flat) [Q, C, D]: the chords of min(lam_L, gamma) and
+    max(lam_U, -gamma) over [lmin, umax] (affine in theta), the maximum of the affine remainder
+    over the box by signs, plus 2 k gamma per substitution."""
+    cl, cu, ol, ou, lmin, umax, reg_l, reg_u, const_l, const_u = rel
     M, C, D = TL.shape
     P = C * D
-    # sum_i lam_L,i,cj(theta) = sum_{q,e} [sum_i cl_i,cjq x~_ie] Theta_qe + sum_i ol_i,cj
-    coef_l = torch.einsum("mncdq,ne->mcdqe", cl, xt).reshape(M, P, P)
-    coef_u = torch.einsum("mncdq,ne->mcdqe", cu, xt).reshape(M, P, P)
-    na = ~aff
-    off_l = (ol + torch.where(na, const_l, torch.zeros_like(const_l))).sum(1).reshape(M, P)
-    off_u = (ou + torch.where(na, const_u, torch.zeros_like(const_u))).sum(1).reshape(M, P)
+    sl, il, su, iu = _chords(lmin, umax, g)
+    sl = torch.where(reg_l, sl, torch.zeros_like(sl))
+    su = torch.where(reg_u, su, torch.zeros_like(su))
+    # sum_i L_i,cj(theta) = sum_{q,e} [sum_i sl cl_i,cjq x~_ie] Theta_qe + sum_i (sl ol + il | const)
+    coef_l = torch.einsum("mncdq,ne->mcdqe", cl * sl.unsqueeze(-1), xt).reshape(M, P, P)
+    coef_u = torch.einsum("mncdq,ne->mcdqe", cu * su.unsqueeze(-1), xt).reshape(M, P, P)
+    off_l = torch.where(reg_l, sl * ol + il, const_l).sum(1).reshape(M, P)
+    off_u = torch.where(reg_u, su * ou + iu, const_u).sum(1).reshape(M, P)
     eye = lam * torch.eye(P, dtype=TL.dtype)
     tl, tu = TL.reshape(M, 1, P), TU.reshape(M, 1, P)
     mu = eye - s * coef_l                                                          # upper of theta'
@@ -223,12 +244,70 @@ def _flat(TL, TU, xt, cl, cu, ol, ou, aff, const_l, const_u, kk, src, lam, s, g)
     return (_rows(lo, src) - charge).view(-1, C, D), (_rows(hi, src) + charge).view(-1, C, D)
 
 
+def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                     subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
+    """:func:`single_layer_step` for one-output MSE heads in coupled mode (linear regression, the
+    AGT-R linear default), computed with samples on the last axis and without the general head's
+    [boxes, b, C, D, C] coefficient tensors: z_ip(theta) = 2 x~_ip (x~_i . theta - y_i) is exactly
+    affine, so the lower regime is min(z, gamma) itself, the upper max(z, -gamma), and the
+    constants are clip of its exact range (IBP's per-sample bounds, which also give the IBP step
+    it is intersected with)."""
+    g, lam = settings.clip, settings.contraction
+    n = x.shape[0]
+    dt = boxes.lo.dtype
+    s = settings.lr / n
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1).T.contiguous()         # [P, n] (W then b)
+    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
+    P = xt.shape[0]
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool)   # [V, P]
+    kk = subs.clamp(max=n).to(torch.long)
+    Q = len(kk)
+    own = torch.arange(Q) if src is None else src
+    cap = _caps(x, y)
+    two_x = 2 * xt                                                             # [P, n]
+    lo_out = torch.empty(Q, P, dtype=dt)
+    hi_out = torch.empty(Q, P, dtype=dt)
+    step = max(1, CHUNK_ELEMENTS // ((2 ** P) * n * P))
+    for a in range(0, Q, step):
+        qs = torch.arange(a, min(Q, a + step))
+        bq, inv = torch.unique(own[qs], return_inverse=True)
+        lo, hi = boxes.lo[bq], boxes.hi[bq]                                     # [M, P]
+        r_lo = lo @ xp + hi @ xn - y                                            # exact residual range [M, n]
+        r_hi = hi @ xp + lo @ xn - y
+        z1, z2 = two_x * r_lo.unsqueeze(1), two_x * r_hi.unsqueeze(1)           # [M, P, n]
+        zl, zu = torch.minimum(z1, z2), torch.maximum(z1, z2)
+        cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)                               # IBP = the constants
+        reg_l = ((zl >= -g) & cap).unsqueeze(1)                                 # min(z, gamma) [M, 1, P, n]
+        reg_u = ((zu <= g) & cap).unsqueeze(1)                                  # max(z, -gamma)
+        k_q = kk[qs]
+        kg = (k_q.to(dt) * g).unsqueeze(-1)
+        ibp_lo = lam * lo[inv] - s * (cu.sum(-1)[inv] - top_sum(cu, k_q, inv, largest=False) + kg)
+        ibp_hi = lam * hi[inv] - s * (cl.sum(-1)[inv] - top_sum(cl, k_q, inv, largest=True) - kg)
+        th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))  # [M, V, P]
+        rv = th @ xt - y                                                        # [M, V, n]
+        zv = two_x.unsqueeze(0) * rv.unsqueeze(2)                               # [M, V, P, n]
+        Lv = torch.where(reg_l, zv.clamp(max=g), cl.unsqueeze(1))
+        Uv = torch.where(reg_u, zv.clamp(min=-g), cu.unsqueeze(1))
+        top_l = top_sum(Lv + g, k_q, inv, largest=True)                         # [q, V, P]
+        top_u = top_sum(g - Uv, k_q, inv, largest=True)
+        up = lam * th[inv] - s * Lv.sum(-1)[inv] + s * top_l
+        dn = lam * th[inv] - s * Uv.sum(-1)[inv] - s * top_u
+        mag = torch.maximum(hi, -lo).amax(-1, keepdim=True)[inv]
+        marg = 1e-13 * (mag + settings.lr * g)
+        lo_q = torch.maximum(ibp_lo, dn.amin(1) - marg)
+        hi_q = torch.minimum(ibp_hi, up.amax(1) + marg)
+        lo_out[qs], hi_out[qs] = torch.minimum(lo_q, hi_q), torch.maximum(lo_q, hi_q)
+    return Interval(lo_out, hi_out)
+
+
 def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
                       subs: torch.Tensor, src: torch.Tensor | None = None, settings,
                       mode: str | None = None) -> Interval:
     """Joint bound [Q, P] of one clipped-GD step of a single-layer head per query (box ``src[q]``,
     at most ``subs[q]`` substitutions), intersected with the IBP step (module docstring, part 1).
     ``mode``: ``coupled`` | ``flat`` (default: coupled when the vertex tensors are small)."""
+    if mode is None and isinstance(model.loss, MSE) and _coupled_mode(model.n_params, x.shape[0]):
+        return mse_coupled_step(model, boxes, x, y, subs=subs, src=src, settings=settings)
     ibp = ibp_step(model, boxes, x, y, subs=subs, src=src, settings=settings)
     if isinstance(model.loss, Hinge):
         return ibp                     # interval constants: the joint step is the IBP step
@@ -257,10 +336,9 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
         qs = torch.arange(a, min(Q, a + step))
         boxes_q, inv = torch.unique(own[qs], return_inverse=True)
         TLb, TUb = TL[boxes_q], TU[boxes_q]
-        al, au, bl, bu, aff, const_l, const_u = _relaxation(model, TLb, TUb, xt, y, g, cap)
-        cl, cu, ol, ou = _affine_parts(al, au, bl, bu, aff, xt)
+        rel = _relaxation(model, TLb, TUb, xt, y, g, cap)
         fn = _coupled if mode == "coupled" else _flat
-        lo_q, hi_q = fn(TLb, TUb, xt, cl, cu, ol, ou, aff, const_l, const_u, kk[qs], inv, lam, s, g)
+        lo_q, hi_q = fn(TLb, TUb, xt, rel, kk[qs], inv, lam, s, g)
         lo_cd[qs], hi_cd[qs] = lo_q, hi_q
     lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
     hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
@@ -375,8 +453,8 @@ class CROWN(Certificate):
         return super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
 
     def nesting_slack(self, model, *, settings, b, k_max, magnitude, steps=1):
-        """IBP's slack, plus for the joint single-layer step the rounding of regime A (module
-        docstring, Rounding): each affine value at a vertex errs by at most ~ 8 u X (P^2 X M + Y),
+        """IBP's slack, plus for the joint single-layer step the rounding of its affine evaluations
+        (module docstring, Rounding): each affine value at a vertex errs by at most ~ 8 u X (P^2 X M + Y),
         summed over the batch with weight lr / b; the flat form's coefficient sums add
         (b + P) u P X^2 M per record."""
         base = super().nesting_slack(model, settings=settings, b=b, k_max=k_max, magnitude=magnitude, steps=steps)
