@@ -319,6 +319,7 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     th0 = m.init(2)
     run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)
     base = run(x, y)
+    assert bool(base.contains(base.nominal).all())             # the released point is in every T_k
     idx = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
     for xv, yv in _replacements(x, y, loss, C, torch.Generator().manual_seed(7)):
         other = run(*_substituted(x, y, idx, xv, yv, loss, C))
