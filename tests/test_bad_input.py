@@ -268,6 +268,7 @@ def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)                    # anything written relative to the working folder lands here
     so, se = io.StringIO(), io.StringIO()
+    old_out, old_err = sys.stdout, sys.stderr
     sys.argv = ["certdp", *argv]
     try:
         with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
@@ -282,6 +283,7 @@ def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
                 traceback.print_exc()
                 code = 1
     finally:
+        sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
         sys.argv = old_argv
         os.chdir(cwd)
         os.environ.clear()
@@ -456,3 +458,21 @@ def test_valid_input_runs_with_finite_results(argv, files, tables, tmp_path):
         df = pd.read_csv(run / f"{name}.csv")
         num = df.select_dtypes("number").to_numpy(dtype=float)
         assert len(df) > 0 and np.isfinite(num[~np.isnan(num)]).all() and not np.isnan(num).all()
+
+
+def test_an_in_process_run_closes_no_handler_or_stream_it_did_not_open(tables, tmp_path):
+    """A run inside a host process (these tests, a notebook) leaves the host's logging alone:
+    a handler the run did not create stays open with its stream (Hydra's own logging setup
+    closes every handler in the process, and absl's handler then closes the stream it writes
+    to, pytest's captured stderr among them), and the run's own handlers are gone afterwards."""
+    foreign = logging.FileHandler(tmp_path / "host.log")        # registered, attached to no logger
+    before = logging.getLogger().handlers[:]
+    try:
+        code, _, err = invoke(["agtr", *LIN], fx=tables, out=tmp_path / "run")
+        assert code == 0, err[-1500:]
+        assert not foreign.stream.closed
+        assert logging.getLogger().handlers == before
+        assert list((tmp_path / "run" / "o").rglob("log.txt")), "the run wrote no log.txt"
+    finally:
+        foreign.close()
+
