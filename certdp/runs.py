@@ -37,35 +37,44 @@ LOG_FORMAT, LOG_DATEFMT = "[%(asctime)s] %(message)s", "%H:%M:%S"
 
 
 @contextlib.contextmanager
-def log_handler(handler: logging.Handler):
-    """Log at INFO through ``handler`` (on the root logger) for the duration of the block, then
-    remove and close exactly that handler and restore the root level.
+def log_handler(handler: logging.Handler, loggers: tuple[str, ...] = ("certdp",)):
+    """Log ``loggers`` at INFO through ``handler`` alone for the duration of the block, then
+    remove and close exactly that handler and restore each logger's level and propagation.
 
     certdp installs its own handlers instead of letting Hydra configure logging: Hydra's
     configuration (``logging.config.dictConfig``) closes every handler in the process, and a
     handler of another library (absl's, for one) closes the stream it writes to, which may be
-    a caller's stream that outlives the command (a test capturing stderr)."""
-    root = logging.getLogger()
-    level = root.level
+    a caller's stream that outlives the command (a test capturing stderr).  The messages do
+    not propagate to the root logger during the block, so a root handler that a library
+    installed on import (opacus calls ``logging.basicConfig`` on stderr) does not repeat them
+    on stderr, where a refusal must stay one line."""
     handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    saved = []
+    for name in loggers:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
     try:
         yield handler
     finally:
-        root.removeHandler(handler)
+        for lg, level, propagate in saved:
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
         handler.close()
-        root.setLevel(level)
 
 
 def console_log():
-    """The console log of a command (standard output, as ``sys.stdout`` is now; a
-    :class:`logging.StreamHandler` never closes its stream)."""
-    return log_handler(logging.StreamHandler(sys.stdout))
+    """The console log of a command: certdp's messages and Hydra's (a sweep's "Launching 2
+    jobs") on standard output, as ``sys.stdout`` is now (a :class:`logging.StreamHandler`
+    never closes its stream)."""
+    return log_handler(logging.StreamHandler(sys.stdout), ("certdp", "hydra"))
 
 
 def file_log(path: Path):
-    """A run's ``log.txt`` (opened now, closed when the run ends)."""
+    """A run's ``log.txt`` (opened now, closed when the run ends): certdp's messages."""
     return log_handler(logging.FileHandler(path, encoding="utf-8"))
 
 

@@ -464,15 +464,27 @@ def test_an_in_process_run_closes_no_handler_or_stream_it_did_not_open(tables, t
     """A run inside a host process (these tests, a notebook) leaves the host's logging alone:
     a handler the run did not create stays open with its stream (Hydra's own logging setup
     closes every handler in the process, and absl's handler then closes the stream it writes
-    to, pytest's captured stderr among them), and the run's own handlers are gone afterwards."""
+    to, pytest's captured stderr among them), and the run's own handlers are gone afterwards.
+    A root handler on stderr (opacus installs one when imported) does not receive the run's
+    log, so that stderr holds only errors."""
     foreign = logging.FileHandler(tmp_path / "host.log")        # registered, attached to no logger
-    before = logging.getLogger().handlers[:]
+    class OnStderr(logging.Handler):                  # as opacus' logging.basicConfig, on the stderr of the moment
+        def emit(self, record):
+            sys.stderr.write(self.format(record) + "\n")
+    on_stderr = OnStderr()
+    logging.getLogger().addHandler(on_stderr)
+    before = {name: (lg.handlers[:], lg.level, lg.propagate)
+              for name, lg in (("root", logging.getLogger()), ("certdp", logging.getLogger("certdp")))}
     try:
-        code, _, err = invoke(["agtr", *LIN], fx=tables, out=tmp_path / "run")
+        code, out, err = invoke(["agtr", *LIN], fx=tables, out=tmp_path / "run")
         assert code == 0, err[-1500:]
         assert not foreign.stream.closed
-        assert logging.getLogger().handlers == before
+        assert {name: (lg.handlers[:], lg.level, lg.propagate)
+                for name, lg in (("root", logging.getLogger()), ("certdp", logging.getLogger("certdp")))} == before
+        assert "AGT-R on linear" in out and "privacy.smoothness=unproven" in out     # the log is on stdout
+        assert err.strip() == "", err
         assert list((tmp_path / "run" / "o").rglob("log.txt")), "the run wrote no log.txt"
     finally:
+        logging.getLogger().removeHandler(on_stderr)
         foreign.close()
 
