@@ -203,7 +203,7 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     run, sec = top_level(cfg, command="hybrid", sections=TOP)
     d = section(sec["dataset"], "dataset")
     if d.get("name", "sst2") != "sst2":
-        raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}')")
+        raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")
     n_test_eval = integer(d.pop("n_test_eval", None), "dataset.n_test_eval", lo=1, none=True,
                           null_means="the whole test set")
     dataset = dataset_settings({**d, "name": "sst2"})
@@ -217,14 +217,19 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     dps = DPLoraSettings(**strict(sec["dpsgd"], DPLORA_FIELDS, prefix="dpsgd"))
     hd = strict(sec["head"], _head_fields(), prefix="head")
     head = HeadSettings(**hd)
-    for release in head.releases:      # a beta above a release's limit fails here (P = 1: the loosest limit)
+    # a beta above a release's limit fails here (P = 1: the loosest limit), named as the head's key
+    head_keys = {"privacy.beta": "head.beta", "privacy.delta": "head.delta"}
+    for release in head.releases:
         for eps in p["epsilons"]:
             for f in split["fractions"]:
-                make_mechanism(release, query="parameter", epsilon=eps * (1 - f), delta=head.delta, beta=head.beta,
-                               n_params=1)
+                try:
+                    make_mechanism(release, query="parameter", epsilon=eps * (1 - f), delta=head.delta,
+                                   beta=head.beta, n_params=1)
+                except ConfigError as e:
+                    raise ConfigError(head_keys.get(e.key, e.key), e.message) from None
     lora = strict(sec["lora"], LORA_FIELDS, prefix="lora")
     if dps.delta + head.delta > p["delta"] * (1 + 1e-12):
-        raise ConfigError("dpsgd.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
+        raise ConfigError("privacy.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
                                          f"privacy.delta {p['delta']:g}; lower dpsgd.delta or head.delta")
     work = Path(h["work_dir"]).expanduser() if h["work_dir"] else cache_dir() / "hybrid"
     return HybridSettings(
