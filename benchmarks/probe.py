@@ -1205,7 +1205,11 @@ class ForkServer:
     def close(self):
         if self.proc and self.proc.poll() is None:
             self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:     # a slow interpreter exit must not lose the pass
+                self.proc.kill()
+                self.proc.wait()
 
 
 _LOCAL = __import__("threading").local()
