@@ -150,8 +150,8 @@ def test_pate_agtr_bound_contains_retrained_neighbours(cert_name):
         want = torch.stack([s.smooth(b) for s in stairs]).amax(0)
         assert torch.allclose(sc_all.ss_max[b], want)
     if cert_name == "crown":   # tighter than IBP's, and not just the cap
-        ibp_exp = dataclasses.replace(exp, certificate={"name": "ibp"})
-        ibp_ss = certify_shards(ibp_exp, parts, x, y, xt, radii, betas, keep=0, progress=False).ss_max[0.5]
+        ibp_exp = dataclasses.replace(exp, engine=get_certificate("ibp"))
+        ibp_ss = certify_shards(ibp_exp, parts, radii, betas, keep=0, progress=False).ss_max[0.5]
         assert float(sc_all.ss_max[0.5].mean()) < float(ibp_ss.mean()) < 12.0
     base = sc_all.preds.mean(0)
     theta0 = exp.model.init(exp.train.seed)

@@ -27,6 +27,7 @@ from certdp.privacy.sensitivity import staircase
 from certdp.privacy.smoothness import coverage, require_covered
 from certdp.errors import ConfigError
 from certdp.settings import parse
+from certdp.training import batch_plan
 
 PRESET_STAIRCASE = {"kind": "geometric", "dense_until": 64, "ratio": 1.1, "k_max": 1024, "include_n": True}
 
