@@ -5,7 +5,7 @@ PROFILE ?= paper
 JOBS ?= 2
 export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: install test lint bench reproduce-figures clean
+.PHONY: install test bench reproduce-figures clean
 
 install:
 	$(PY) -m venv $(VENV)

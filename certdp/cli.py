@@ -7,20 +7,18 @@ any Hydra app.  This module only parses and dispatches.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import importlib
 import logging
-import os
-import signal
 import sys
 from pathlib import Path
 
 import typer
 
 from certdp import results
-from certdp.config import config_dir
 from certdp.errors import ConfigError
+from certdp.runs import (STAGED, console_log, execute, fail, handle_signals, ignore_signals, interrupted,
+                         io_error_message)
+from certdp.settings import config_dir
+from certdp.settings.compose import compose_and_parse
 
 log = logging.getLogger("certdp")
 results.register_resolvers()      # ${certdp.uid:} and ${certdp.incomplete:} of configs/base.yaml
@@ -62,11 +60,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 CTX = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help", "-h"]}
 
 
-def fail(message: str, code: int = 2):
-    typer.echo(f"certdp: error: {message}", err=True)
-    raise SystemExit(code)
-
-
 def _group_options(group: str) -> list[str] | None:
     d = config_dir() / group
     if not d.is_dir():
@@ -95,199 +88,6 @@ def validate_overrides(args: list[str]) -> None:
                 fail(f"{key}={v}: unknown {key}; allowed: {', '.join(opts)}")
 
 
-# ------------------------------------------------------------------------------- signals
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-
-_SIGNALS: dict = {"defer": False, "pending": None}
-_STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
-
-
-def _on_signal(signum, frame) -> None:
-    if _SIGNALS["defer"]:
-        _SIGNALS["pending"] = signum        # raised once the run directory is in place
-        return
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def _handle_signals():
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while a command runs."""
-    old = {}
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, _on_signal)
-    except ValueError:                      # not the main thread: leave signals alone
-        pass
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
-@contextlib.contextmanager
-def _deferred_signals():
-    """Let a run's final renames finish before a signal is acted on."""
-    _SIGNALS["defer"], _SIGNALS["pending"] = True, None
-    try:
-        yield
-    finally:
-        _SIGNALS["defer"] = False
-        pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
-        if pending is not None:
-            raise Interrupted(pending)
-
-
-def _ignore_signals() -> None:
-    """During cleanup after an interruption a second signal must not cut the cleanup short."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except ValueError:
-            pass
-
-
-def _interrupted(e: KeyboardInterrupt, what: str) -> None:
-    signum = getattr(e, "signum", signal.SIGINT)
-    typer.echo(f"certdp: interrupted by {signal.Signals(signum).name}; {what}", err=True)
-    raise SystemExit(128 + signum)
-
-
-# ------------------------------------------------------------------------------- run folders
-_IO_WHAT = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-            errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-            errno.ENOTDIR: "a part of the path is a file, not a folder", errno.EEXIST: "a file is in the way",
-            errno.ENAMETOOLONG: "file name too long"}
-
-
-def io_error_message(e: OSError, out_root: str | os.PathLike | None = None) -> str:
-    """One line for an OSError: which key (out_root when the path lies below it), what went
-    wrong, what to do."""
-    what = _IO_WHAT.get(e.errno, e.strerror or str(e))
-    path = e.filename or ""
-    below = False
-    if out_root is not None and path:
-        root = os.path.abspath(out_root)
-        p = os.path.abspath(path)
-        below = p == root or p.startswith(root.rstrip(os.sep) + os.sep) or root.startswith(p.rstrip(os.sep) + os.sep)
-    if below or (out_root is not None and not path):
-        return (f"out_root: cannot write into {out_root} ({what}); nothing was written; "
-                "free some space or set out_root=DIR to a writable folder")
-    return f"{path or 'file'}: {what}; check the path and its permissions"
-
-
-def _overwrite_flag(value) -> bool:
-    if isinstance(value, bool):
-        return value
-    fail(f"overwrite: must be true or false (got {value!r}); true replaces a finished run in the same folder")
-
-
-def _run_paths(output_dir, key: str) -> "results.RunPaths":
-    try:
-        return results.RunPaths.from_output_dir(output_dir)
-    except ValueError as e:
-        fail(f"{key}: {e}; leave it to certdp's default or end it with ${{certdp.incomplete:}}")
-
-
-def _refuse_taken(paths: "results.RunPaths", overwrite: bool) -> None:
-    try:
-        results.check_free(paths.final, overwrite=overwrite)
-    except results.RunExists as e:
-        fail(f"run: {e.path} {e.reason}; pass overwrite=true to replace it, or choose another run=NAME")
-
-
-try:
-    from hydra.experimental.callback import Callback as _HydraCallback
-except ImportError:                          # pragma: no cover - hydra is a dependency
-    _HydraCallback = object
-
-
-class RunGuard(_HydraCallback):
-    """Hydra callback (``hydra.callbacks.run_guard`` in ``configs/base.yaml``): before Hydra
-    creates the output folder, refuse a taken run folder and an unwritable ``out_root`` with a
-    one-line error (exit 2) instead of Hydra's traceback."""
-
-    def on_run_start(self, config, **kwargs) -> None:
-        paths = _run_paths(str(config.hydra.run.dir), "hydra.run.dir")
-        _refuse_taken(paths, _overwrite_flag(config.get("overwrite", False)))
-        self._writable(paths.staging, config)
-        _STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
-
-    def on_multirun_start(self, config, **kwargs) -> None:
-        self._writable(Path(os.path.abspath(str(config.hydra.sweep.dir))), config)
-
-    @staticmethod
-    def _writable(folder: Path, config) -> None:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            fail(io_error_message(e, str(config.get("out_root", folder))))
-
-
-def execute(command: str, cfg, out_dir: Path) -> None:
-    """Run one job (called inside Hydra with its output folder, the run's staging folder):
-    compute, write every file into the staging folder, then move it into place.
-
-    Every refusal is one line and exit 2 (bad settings, missing data, a taken run folder, a
-    write error such as a full disk); SIGINT/SIGTERM exit 130/143.  In each of these cases the
-    staging folder is deleted, so no partial results remain."""
-    from omegaconf import OmegaConf
-
-    from certdp.data.sources import DataUnavailable
-    paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
-    _STAGED["paths"] = None              # from here on execute cleans up after itself
-    out_root = cfg.get("out_root", None)
-    landed: Path | None = None
-    try:
-        overwrite = _overwrite_flag(cfg.get("overwrite", False))
-        _refuse_taken(paths, overwrite)
-        mod_name, fn_name = COMMANDS[command][0].split(":")
-        try:
-            runner = getattr(importlib.import_module(mod_name), fn_name)
-        except ModuleNotFoundError:
-            fail(f"command '{command}' is not available in this build")
-        d = OmegaConf.to_container(cfg, resolve=True)
-        results.write_config(paths.staging / "config.yaml", d)
-        frames = runner(d, progress=bool(d.get("progress", True)) and sys.stderr.isatty())
-        # A runner may ask for a non-zero exit after its files are written (audit violations).
-        code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
-        written = results.write_outputs(paths.staging, frames)
-        with _deferred_signals():
-            try:
-                landed = results.commit(paths, overwrite=overwrite)
-            except results.RunExists as e:
-                landed = results.commit_elsewhere(paths)
-                typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
-        for name, rows in written:
-            log.info("wrote %s (%d rows)", landed / name, rows)
-        typer.echo(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
-        if code:
-            raise SystemExit(code)
-    except SystemExit:
-        if landed is None:
-            results.discard(paths)
-        raise
-    except (ConfigError, DataUnavailable) as e:
-        results.discard(paths)
-        fail(str(e))
-    except OSError as e:
-        if landed is None:
-            results.discard(paths)
-        fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
-    except KeyboardInterrupt as e:
-        _ignore_signals()
-        if landed is not None:
-            _interrupted(e, f"the run had finished: {landed}")
-        results.discard(paths)
-        _interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
-
-
 def _stage_override(arg: str) -> str:
     """A user's ``hydra.run.dir=D`` / ``hydra.sweep.subdir=S`` keeps the staging suffix."""
     key, _, val = arg.partition("=")
@@ -305,25 +105,29 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
 
     validate_overrides(args)
     cdir = config_path or str(config_dir())
+    try:
+        compose_and_parse(command, args, config_path=cdir, config_name=config_name or command)
+    except ConfigError as e:
+        fail(str(e))
 
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
-        execute(command, cfg, Path(HydraConfig.get().runtime.output_dir))
+        execute(command, COMMANDS[command][0], cfg, Path(HydraConfig.get().runtime.output_dir))
 
     old = sys.argv
     sys.argv = ["certdp"] + [_stage_override(a) for a in args]
     try:
-        with _handle_signals():
+        with handle_signals(), console_log():
             try:
                 _job()
             except KeyboardInterrupt as e:   # before or after a job (composition, launcher)
-                _ignore_signals()
-                if _STAGED["paths"] is not None:
-                    results.discard(_STAGED["paths"])
-                _interrupted(e, "no run was completed")
+                ignore_signals()
+                if STAGED["paths"] is not None:
+                    results.discard(STAGED["paths"])
+                interrupted(e, "no run was completed")
     finally:
-        _STAGED["paths"] = None
+        STAGED["paths"] = None
         sys.argv = old
 
 
@@ -420,11 +224,12 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
 @app.command("list")
 def list_cmd():
     """List datasets (with where each is loaded from and whether it is present), models,
-    certificates, mechanisms and commands."""
-    from certdp.bounds import CERTIFICATES, get_certificate
+    certificates, releases (mechanisms), accountants and commands."""
+    from certdp.bounds import CERTIFICATES
     from certdp.data import entries
     from certdp.data.sources import locate
-    from certdp.privacy.mechanisms import MECHANISM_HELP
+    from certdp.privacy import mechanisms
+    from certdp.privacy.accounting import ACCOUNTANTS
     import yaml
 
     typer.echo("datasets:")
@@ -449,11 +254,15 @@ def list_cmd():
         typer.echo(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
                    f"  {'':<12} from: {where}")
     typer.echo("models: " + ", ".join(_group_options("model") or []))
-    get_certificate("ibp")
     typer.echo("certificates: " + ", ".join(sorted(CERTIFICATES)))
-    typer.echo("mechanisms:")
-    for k, v in MECHANISM_HELP.items():
-        typer.echo(f"  {k:<12} {v}")
+    for query, used_by in (("prediction", "agtr, certify, audit, pate"), ("parameter", "ags, hybrid head")):
+        typer.echo(f"releases of a {query} (privacy.releases of {used_by}):")
+        for name in mechanisms.names(query):
+            cls = mechanisms.REGISTRY[name]
+            typer.echo(f"  {name:<16} {cls.kind}, {cls.regime} DP: {cls.help()}")
+    typer.echo("accountants (ags.composition):")
+    for name, cls in ACCOUNTANTS.items():
+        typer.echo(f"  {name:<16} {' '.join((cls.__doc__ or '').split())}")
     typer.echo("commands: " + ", ".join(COMMANDS))
 
 
@@ -488,18 +297,21 @@ def figures_cmd(ctx: typer.Context,
             fail(f"figures: unknown option '{a}'")
         else:
             names.append(a)
+    from certdp.data.params import choice, integer
     try:
+        profile = choice(opts["profile"], "profile", allowed=F.PROFILES)
+        jobs = integer(int(opts["jobs"]) if opts["jobs"].lstrip("-").isdigit() else opts["jobs"], "jobs", lo=1)
         if list_:
-            F.list_figures(opts["profile"], echo=typer.echo)
+            F.list_figures(profile, echo=typer.echo)
             return
-        with _handle_signals():
+        with handle_signals():
             try:
-                entries = F.figures(names, profile=opts["profile"], out_root=opts["out_root"], jobs=int(opts["jobs"]),
+                entries = F.figures(names, profile=profile, out_root=opts["out_root"], jobs=jobs,
                                     launcher=opts["launcher"], launcher_args=tuple(launcher_args),
                                     plot_only=plot_only, echo=typer.echo)
             except KeyboardInterrupt as e:
-                _ignore_signals()
-                _interrupted(e, "finished runs are kept; run the same command again to resume")
+                ignore_signals()
+                interrupted(e, "finished runs are kept; run the same command again to resume")
     except ValueError as e:
         fail(str(e))
     except OSError as e:

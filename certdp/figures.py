@@ -44,7 +44,6 @@ to every running child (each in its own session, so a terminal's Ctrl-C reaches 
 from __future__ import annotations
 
 import hashlib
-import html
 import itertools
 import json
 import logging
@@ -96,7 +95,7 @@ class RunSpec:
 
 
 @dataclass
-class Experiment:
+class FigureSpec:
     name: str
     title: str
     caption: str
@@ -130,7 +129,7 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def load_experiment(path: Path) -> Experiment:
+def load_experiment(path: Path) -> FigureSpec:
     try:
         d = yaml.safe_load(Path(path).read_text()) or {}
     except yaml.YAMLError as e:
@@ -145,12 +144,12 @@ def load_experiment(path: Path) -> Experiment:
         bad = set(r.get("profiles") or {}) - set(PROFILES)
         if bad:
             raise ConfigError(f"{path.name}: runs[{r['id']}].profiles", f"unknown {sorted(bad)}; allowed: {', '.join(PROFILES)}")
-    return Experiment(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
+    return FigureSpec(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
                       plot=str(d["plot"]), label=str(d.get("label", "")), runs=list(d["runs"]),
                       notes=" ".join(str(d.get("notes", "")).split()), path=Path(path))
 
 
-def load_experiments(directory: Path | None = None) -> dict[str, Experiment]:
+def load_experiments(directory: Path | None = None) -> dict[str, FigureSpec]:
     directory = Path(directory or experiments_dir())
     exps = {}
     for p in sorted(directory.glob("*.yaml")):
@@ -188,7 +187,7 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
     from omegaconf import OmegaConf
 
     from certdp import results
-    from certdp.config import config_dir
+    from certdp.settings import config_dir
     results.register_resolvers()             # configs/base.yaml names runs with them
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
@@ -346,7 +345,7 @@ class Runs(dict):
 
 
 # ---------------------------------------------------------------------------- drawing
-def draw(exp: Experiment, runs: Runs, fig_dir: Path, *, profile: str) -> dict:
+def draw(exp: FigureSpec, runs: Runs, fig_dir: Path, *, profile: str) -> dict:
     from certdp import results
     from certdp.plots import PLOTS, style
     if exp.plot not in PLOTS:
@@ -364,45 +363,6 @@ def draw(exp: Experiment, runs: Runs, fig_dir: Path, *, profile: str) -> dict:
     results.write_csv(fig_dir / f"{exp.name}.csv", data)
     return {"png": png, "pdf": pdf, "csv": fig_dir / f"{exp.name}.csv", "plot_seconds": time.perf_counter() - t0,
             "missing": missing}
-
-
-def write_gallery(fig_dir: Path, entries: list[dict], *, profile: str, out_root: Path) -> Path:
-    """``index.html``: every figure with its caption, the commands behind it and run times."""
-    from certdp import results
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>certdp figures</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-        "figure{margin:2.5em 0;border-top:1px solid #ccc;padding-top:1em}img{max-width:100%}"
-        "code,pre{background:#f4f4f4;font-size:12px}pre{padding:.5em;white-space:pre-wrap}"
-        ".gap{color:#b00000;font-weight:bold}.meta{color:#555;font-size:13px}</style></head><body>",
-        f"<h1>certdp: the paper's figures</h1><p class='meta'>profile <b>{html.escape(profile)}</b>; "
-        f"runs under <code>{html.escape(str(out_root))}</code>; made {time.strftime('%Y-%m-%d %H:%M:%S')}; "
-        f"redo with <code>make reproduce-figures PROFILE={html.escape(profile)}</code>.</p><ul>"]
-    for e in entries:
-        parts.append(f"<li><a href='#{e['name']}'>{html.escape(e['title'])}</a> "
-                     f"({e['run_seconds']:.0f} s{', incomplete' if e['missing'] else ''})</li>")
-    parts.append("</ul>")
-    for e in entries:
-        gap = (f"<p class='gap'>Incomplete: no results for {html.escape(', '.join(e['missing']))} "
-               "(see the errors below); the figure shows what exists.</p>") if e["missing"] else ""
-        runs_html = "".join(
-            f"<li><code>{html.escape(r['command'])}</code> &mdash; {r['seconds']:.0f} s"
-            f"{' (cached)' if r['cached'] else ''}{'' if r['ok'] else ' <span class=gap>FAILED</span>'}"
-            + (f"<pre>{html.escape(r['error'])}</pre>" if r.get("error") else "") + "</li>" for r in e["runs"])
-        parts.append(
-            f"<figure id='{e['name']}'><h2>{html.escape(e['title'])}</h2>"
-            f"<a href='{e['name']}.png'><img src='{e['name']}.png' alt='{html.escape(e['name'])}'></a>"
-            f"<figcaption><p>{html.escape(e['caption'])}</p>"
-            + (f"<p class='meta'>Note: {html.escape(e['notes'])}</p>" if e.get("notes") else "") + gap +
-            f"<p class='meta'>Files: <a href='{e['name']}.png'>PNG</a> | <a href='{e['name']}.pdf'>PDF</a> | "
-            f"<a href='{e['name']}.csv'>data (CSV)</a>. Made by <code>certdp figures {e['name']} profile={profile}</code>; "
-            f"run time {e['run_seconds']:.0f} s over {len(e['runs'])} run(s) (computed now: {e['fresh_seconds']:.0f} s), "
-            f"drawing {e['plot_seconds']:.1f} s.</p><details><summary>runs</summary><ul>{runs_html}</ul></details>"
-            "</figcaption></figure>")
-    parts.append("</body></html>")
-    path = fig_dir / "index.html"
-    results.atomic_write_text(path, "\n".join(parts))
-    return path
 
 
 # ---------------------------------------------------------------------------- orchestration
@@ -502,6 +462,7 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
         echo(f"[figures] drew {fig_dir / (n + '.png')}  (runs {entry['run_seconds']:.0f} s"
              + (f"; incomplete: {', '.join(entry['missing'])}" if entry["missing"] else "") + ")")
     if entries:
+        from certdp.plots.gallery import write_gallery
         gallery = write_gallery(fig_dir, entries, profile=profile, out_root=out_root)
         echo(f"[figures] gallery {gallery}")
     return entries

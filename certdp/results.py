@@ -216,7 +216,3 @@ def write_outputs(out_dir: Path, frames: dict[str, pd.DataFrame]) -> list[tuple[
         write_csv(Path(out_dir) / f"{name}.csv", df)
         out.append((f"{name}.csv", len(df)))
     return out
-
-
-def read_results(run_dir: Path, name: str = "results") -> pd.DataFrame:
-    return pd.read_csv(Path(run_dir) / f"{name}.csv")

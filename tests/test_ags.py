@@ -12,11 +12,15 @@ from scipy.stats import gamma as gamma_dist
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
 from certdp.errors import ConfigError
-from certdp.methods.ags import (SharedBoxes, advanced_epsilon, optimal_delta, parameter_staircase,
-                                per_release_budget, pld_epsilon, schedule, trivial_cover)
+from certdp.bounds.shared import SharedBoxes
+from certdp.certify import parameter_staircase, trivial_cover
+from certdp.methods.ags import schedule
 from certdp.models import ModelSpec
+from certdp.privacy.accounting import pld_epsilon
+from certdp.privacy.accounting import per_release_budget as budget
 from certdp.privacy.mechanisms import (CauchyParams, CauchyParams6, LaplaceParams, LaplaceParamsUnion,
-                                       gamma_tail, parameter_mechanism)
+                                       gamma_tail, make_mechanism)
+from certdp.settings import parse
 from certdp.training import TrainSettings, batch_plan, train
 
 D = torch.float64
@@ -39,7 +43,9 @@ def test_rules_match_derivations():
     with pytest.raises(ConfigError):
         CauchyParams6(1.0, 4, beta=0.05)
     with pytest.raises(ConfigError):
-        parameter_mechanism("gauss", epsilon=1.0, n_params=3)
+        make_mechanism("gauss", query="parameter", epsilon=1.0, n_params=3)
+    with pytest.raises(ConfigError):          # a prediction release is not a parameter release
+        make_mechanism("cauchy", query="parameter", epsilon=1.0, n_params=3)
 
 
 def _worst_loss_cauchy(mech, P, grid):
@@ -98,6 +104,29 @@ def test_gamma_tail_matches_scipy():
 
 
 # ------------------------------------------------------------------ accounting
+def per_release_budget(method, eps, delta, n):
+    return budget(method, epsilon=eps, delta=delta, n=n)
+
+
+def advanced_epsilon(eps0: float, n: int, delta_slack: float) -> float:
+    """Dwork, Rothblum & Vadhan 2010, Thm III.3, written out independently of the library."""
+    return eps0 * math.sqrt(2 * n * math.log(1 / delta_slack)) + n * eps0 * math.expm1(eps0)
+
+
+def optimal_delta(eps: float, eps0: float, delta0: float, n: int) -> float:
+    """Kairouz, Oh & Viswanath 2015, Thm 3.3, summed in the log domain over binomial weights:
+    delta = 1 - (1 - delta0)^n (1 - sum_l C(n,l) [e^{(n-l)eps0} - e^eps e^{l eps0}]_+ / (1+e^eps0)^n),
+    an implementation independent of certdp.privacy.accounting's (a cross-check)."""
+    from scipy.special import gammaln
+    l = np.arange(n + 1, dtype=np.float64)
+    logc = gammaln(n + 1) - gammaln(l + 1) - gammaln(n - l + 1) - n * np.log1p(np.exp(eps0))
+    a = logc + (n - l) * eps0
+    b = logc + eps + l * eps0
+    terms = np.where(a > b, np.exp(a) * -np.expm1(np.minimum(b - a, 0.0)), 0.0)
+    dpure = float(min(1.0, terms.sum()))
+    return float(1 - (1 - delta0) ** n * (1 - dpure))
+
+
 def test_composition_known_values():
     # advanced composition formula (Dwork, Rothblum & Vadhan)
     assert advanced_epsilon(0.1, 10, 1e-5) == pytest.approx(0.1 * math.sqrt(20 * math.log(1e5)) + math.expm1(0.1))
@@ -115,7 +144,7 @@ def test_composition_known_values():
     # the optimal per-release budget really composes to (5, 1e-5)
     assert optimal_delta(5.0, opt, dopt, 256) <= 1e-5
     # PLD of the (eps0, delta0) dominating pair agrees with the exact optimal composition
-    assert pld_epsilon(opt, dopt, 256, 1e-5) == pytest.approx(5.0, rel=0.02)
+    assert pld_epsilon(epsilon0=opt, delta0=dopt, n=256, delta=1e-5) == pytest.approx(5.0, rel=0.02)
     from certdp.privacy import accounting
     assert accounting.optimal_delta(epsilon0=opt, delta0=dopt, n=256, epsilon=5.0) == pytest.approx(optimal_delta(5.0, opt, dopt, 256), rel=1e-6)
     # pure DP composes by basic only
@@ -244,7 +273,7 @@ def test_ags_cli_blobs_small(tmp_path):
            "privacy": {"epsilons": [1, 20], "delta": 1e-5, "releases": ["cauchy_p", "laplace_p"], "n_draws": 5},
            "ags": {"releases_n": 2, "baselines": ["dpsgd_matched", "pate"]},
            "pate": {"teachers": [2], "queries": [20]}}
-    out = run(cfg, progress=False)
+    out = run(parse("ags", cfg), progress=False)
     res = out["results"]
     assert set(res.arm) == {"AGS", "DP-SGD matched", "PATE"}
     assert {"nonprivate_accuracy", "majority_rate", "accuracy_median"} <= set(res.columns)

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from certdp.bounds import CERTIFICATES, register
@@ -11,6 +10,7 @@ from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
 from certdp.methods import audit
+from certdp.settings import parse
 
 CONF = Path(__file__).resolve().parent.parent / "configs"
 
@@ -32,7 +32,7 @@ def _cfg(certificate: dict, **over) -> dict:
 
 @pytest.mark.parametrize("cert", [{"name": "ibp"}, {"name": "crown"}, {"name": "milp", "frequency": 4, "workers": 1}])
 def test_zero_violations_linear(cert):
-    out = audit.run(_cfg(cert), progress=False)
+    out = audit.run(parse("audit", _cfg(cert)), progress=False)
     assert "_exit_code" not in out
     df = out["audit"]
     assert len(df) == 6
@@ -44,7 +44,7 @@ def test_zero_violations_linear(cert):
 def test_zero_violations_small_mlp():
     cfg = _cfg({"name": "crown"}, model={"arch": "mlp", "hidden": [4]})
     cfg["train"] = {"steps": 6, "lr": 0.05, "clip": 0.5, "batch_size": None, "seed": 0}
-    out = audit.run(cfg, progress=False)
+    out = audit.run(parse("audit", cfg), progress=False)
     assert "_exit_code" not in out
     assert (out["audit"].param_violations == 0).all()
 
@@ -64,7 +64,7 @@ class _Nominal(Certificate):
 def test_broken_certificate_exits_1():
     register(_Nominal)
     try:
-        out = audit.run(_cfg({"name": "broken"}), progress=False)
+        out = audit.run(parse("audit", _cfg({"name": "broken"})), progress=False)
     finally:
         CERTIFICATES.pop("broken", None)
     assert out.get("_exit_code") == 1
@@ -76,7 +76,7 @@ def test_bad_audit_settings(key, val):
     cfg = _cfg({"name": "ibp"})
     cfg["audit"][key] = val
     with pytest.raises(ConfigError) as e:
-        audit.run(cfg, progress=False)
+        audit.run(parse("audit", cfg), progress=False)
     assert e.value.key == f"audit.{key}"
 
 
@@ -86,7 +86,7 @@ def test_smoothness_search_finds_no_violation_for_ibp():
     cfg = _cfg({"name": "ibp"})
     cfg["audit"].update(radii=[1], repeats=4, smoothness=12, smoothness_n=[8, 20])
     cfg["privacy"].update(epsilons=[0.5, 2.0], releases=["cauchy", "laplace"])
-    out = audit.run(cfg, progress=False)
+    out = audit.run(parse("audit", cfg), progress=False)
     df = out["audit"]
     sm = df[df["mode"] == "smoothness-search"]
     assert set(sm["n_audited"]) == {8, 20}
@@ -105,7 +105,7 @@ def test_smoothness_search_finds_no_violation_for_crown_on_the_issue_setting():
     cfg["staircase"] = {"kind": "range", "k_min": 1, "k_max": 30, "include_n": True}
     cfg["audit"].update(radii=[1], repeats=2, smoothness=60, smoothness_n=[30])
     cfg["privacy"].update(epsilons=[1.0, 0.1], releases=["cauchy"])
-    out = audit.run(cfg, progress=False)
+    out = audit.run(parse("audit", cfg), progress=False)
     sm = out["audit"][out["audit"]["mode"] == "smoothness-search"]
     assert (sm["smoothness_ratio"] > 0).all() and (sm["smoothness_ratio"] <= 1 + 1e-9).all()
     assert (sm["smoothness_violations"] == 0).all() and "_exit_code" not in out
@@ -115,7 +115,7 @@ def test_bad_smoothness_sizes():
     cfg = _cfg({"name": "ibp"})
     cfg["audit"].update(smoothness=2, smoothness_n=[1000])
     with pytest.raises(ConfigError) as e:
-        audit.run(cfg, progress=False)
+        audit.run(parse("audit", cfg), progress=False)
     assert e.value.key == "audit.smoothness_n"
 
 
@@ -137,7 +137,7 @@ def test_smoothness_check_catches_a_non_smooth_bound():
         cfg = _cfg({"name": "datascaled"})
         cfg["audit"].update(radii=[1], repeats=2, smoothness=3, smoothness_n=[20], modes=["adversarial"])
         cfg["privacy"].update(epsilons=[1.0], releases=["laplace"])
-        out = audit.run(cfg, progress=False)
+        out = audit.run(parse("audit", cfg), progress=False)
     finally:
         CERTIFICATES.pop("datascaled", None)
     sm = out["audit"][out["audit"]["mode"] == "smoothness-search"]
@@ -149,5 +149,5 @@ def test_bad_smoothness_setting():
     cfg = _cfg({"name": "ibp"})
     cfg["audit"]["smoothness"] = -1
     with pytest.raises(ConfigError) as e:
-        audit.run(cfg, progress=False)
+        audit.run(parse("audit", cfg), progress=False)
     assert e.value.key == "audit.smoothness"

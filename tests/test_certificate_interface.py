@@ -69,13 +69,14 @@ def test_box_certificate_from_a_test_runs_agt_and_contains_neighbours(box_regist
 
 def test_box_certificate_through_certdp_certify(box_registered, tmp_path):
     from certdp.methods.agtr import run_certify
+    from certdp.settings import parse
     ds = yaml.safe_load((CONF / "dataset" / "linear.yaml").read_text()) | {"n_train": 40, "n_test": 20}
     cfg = {"seed": 0, "dataset": ds, "model": {"arch": "auto"},
            "train": {"steps": 4, "lr": 0.1, "clip": 0.1, "batch_size": 8, "seed": 0},
            "certificate": {"name": "box", "aggregation": "topk"},          # another engine's option: dropped
            "staircase": {"kind": "range", "k_min": 1, "k_max": 4, "include_n": True},
            "privacy": yaml.safe_load((CONF / "privacy" / "default.yaml").read_text())}
-    out = run_certify(cfg, progress=False)
+    out = run_certify(parse("certify", cfg), progress=False)
     env = out["envelopes"]
     assert list(env.k) == [1, 2, 3, 4, 40]
     assert (env.width_max - 4 * 0.1 * 2 * 0.1).abs().max() < 1e-10      # the box: 2 lr gamma per step

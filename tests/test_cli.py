@@ -89,11 +89,35 @@ def test_staircase_that_cannot_cover_n_without_gs_is_rejected(tmp_path):
     assert "staircase" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_list_shows_datasets_and_mechanisms():
+def test_list_shows_datasets_releases_and_accountants():
+    from certdp.privacy import accounting, mechanisms
     r = certdp("list")
     assert r.returncode == 0
-    for word in ("linear", "california", "csv", "ibp", "crown", "cauchy", "laplace"):
+    for word in ("linear", "california", "csv", "ibp", "crown"):
         assert word in r.stdout
+    for name, cls in mechanisms.REGISTRY.items():          # every release, with its docstring's help
+        line = next(l for l in r.stdout.splitlines() if l.split()[:1] == [name])
+        assert cls.kind in line and cls.help()[:40] in line
+    for name in ("cauchy_p", "laplace_union_p", "cauchy", "gaussian_gs"):
+        assert name in mechanisms.REGISTRY
+    for name in accounting.ACCOUNTANTS:
+        assert any(l.split()[:1] == [name] for l in r.stdout.splitlines())
+
+
+@pytest.mark.parametrize("args,key", [
+    (["+privacy.epsilon=1"], "privacy.epsilon"),             # Hydra's own suggestion for a typo
+    (["privacy.epsilon=1"], "privacy.epsilon"),
+    (["privacy.epsilons=[1,2"], "privacy.epsilons"),
+    (["+foo=1"], "foo"),
+    (["-m", "train.clip=0.5,abc"], "train.clip"),            # the second job is refused before the first runs
+])
+def test_unknown_keys_and_bad_sweeps_are_refused_before_any_job(tmp_path, args, key):
+    flags = [a for a in args if a == "-m"]
+    r = certdp("agtr", *flags, *SMALL, *[a for a in args if a != "-m"], f"out_root={tmp_path}")
+    lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"certdp: error: {key}: "), lines[0]
+    assert not list(tmp_path.rglob("*.csv"))
 
 
 def test_help_shows_groups_and_examples():

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from hypothesis import given, settings as hsettings, strategies as st
 
-from certdp.config import config_dir
+from certdp.settings import config_dir
 from certdp.data import dataset_settings, entries, load_dataset
 from certdp.data import params
 from certdp.errors import ConfigError

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from certdp.methods.dpsgd import dpsgd_matched, gdp_mu, matched_noise, participations, pate_labels
+from certdp.baselines import dpsgd_matched, gdp_mu, matched_noise, participations, pate_labels
 from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_poisson,
                                        noise_multiplier, poisson_dpsgd, poisson_schedule)
 from certdp.models import ModelSpec

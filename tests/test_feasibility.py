@@ -10,6 +10,7 @@ from scipy.stats import norm
 
 from certdp.errors import ConfigError
 from certdp.methods.feasibility import run
+from certdp.settings import parse
 from certdp.privacy.conditions import (approx_critical_ratio, cauchy_error, gaussian_error, laplace_error,
                                        peak, pure_critical_ratio)
 
@@ -83,7 +84,7 @@ def _cfg(**f):
 
 
 def test_runner_frames_and_peaks():
-    out = run(_cfg(), progress=False)
+    out = run(parse("feasibility", _cfg()), progress=False)
     res, pk = out["results"], out["peaks"]
     assert set(res.regime) == {"pure", "approx"} and len(res) == 2 * 3 * 99
     p = pk[(pk.regime == "pure") & (pk.c == 1)].iloc[0]
@@ -95,11 +96,11 @@ def test_runner_frames_and_peaks():
 
 def test_runner_config_errors():
     with pytest.raises(ConfigError, match="feasibility.c"):
-        run(_cfg(c=[0]), progress=False)
+        run(parse("feasibility", _cfg(c=[0])), progress=False)
     with pytest.raises(ConfigError, match="feasibility.confidence"):
-        run(_cfg(confidence={"values": [0.5, 1.0]}), progress=False)
+        run(parse("feasibility", _cfg(confidence={"values": [0.5, 1.0]})), progress=False)
     with pytest.raises(ConfigError, match="feasibility.delta"):
-        run(_cfg(delta=[1e-5, 2.0]), progress=False)
+        run(parse("feasibility", _cfg(delta=[1e-5, 2.0])), progress=False)
 
 
 def test_cli_end_to_end(tmp_path):

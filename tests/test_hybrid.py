@@ -18,9 +18,9 @@ pytest.importorskip("sentence_transformers")
 
 from certdp.errors import ConfigError  # noqa: E402
 from certdp.methods import hybrid  # noqa: E402
-from certdp.methods.hybrid.data import load_sst2, private_subset  # noqa: E402
+from certdp.methods.hybrid.data import load_split, private_subset  # noqa: E402
 from certdp.methods.hybrid.lora import finetune  # noqa: E402
-from certdp.methods.hybrid.settings import hybrid_settings  # noqa: E402
+from certdp.settings.hybrid import hybrid_settings  # noqa: E402
 from certdp.privacy import dpsgd_core  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hybrid" / "sst2"
@@ -85,7 +85,7 @@ def isolated(monkeypatch, tmp_path):
 
 def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
     cfg = tiny_cfg(tiny_encoder, isolated / "work")
-    out = hybrid.run(cfg, progress=False)
+    out = hybrid.run(hybrid_settings(cfg), progress=False)
     res, acc = out["results"], out["accounting"]
     assert set(res.arm) == {"dplora", "hybrid", "frozen_ags", "frozen_dpsgd"}
     # one chosen row per (sweep, N, eps, arm, head release)
@@ -110,7 +110,7 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
     orig = dpsgd_core.noise_multiplier
     with pytest.MonkeyPatch.context() as mp:                 # not called when all is cached
         mp.setattr(dpsgd_core, "noise_multiplier", lambda **kw: calls.append(kw) or orig(**kw))
-        out2 = hybrid.run(cfg, progress=False)
+        out2 = hybrid.run(hybrid_settings(cfg), progress=False)
     assert calls == []
     assert out2["results"].drop(columns="sweep").equals(out["results"].drop(columns="sweep"))
 
@@ -118,7 +118,7 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
     # so only the end-to-end eps = 8 adapter is trained
     cfg8 = tiny_cfg(tiny_encoder, isolated / "work", **{"privacy.epsilons": [2, 4, 8]})
     with caplog.at_level(logging.INFO, logger="certdp"):
-        hybrid.run(cfg8, progress=False)
+        hybrid.run(hybrid_settings(cfg8), progress=False)
     trained = [r.message for r in caplog.records if r.message.startswith("DP-LoRA") and "sigma=" in r.message]
     assert len(trained) == 1 and "eps1=8 " in trained[0], trained
 
@@ -126,7 +126,7 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
 def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatch, caplog):
     cfg = tiny_cfg(tiny_encoder, isolated / "a")           # T = 3 steps (q = 8/24)
     s = hybrid_settings(cfg)
-    data = load_sst2(s)
+    data = load_split(s)
     train = private_subset(data, s.n_private)
     ref = finetune(s, tiny_encoder, train, 1.0, progress=False)
     ref_state = torch.load(ref.path, weights_only=True)
@@ -164,7 +164,7 @@ def test_split_is_the_sst2_datasets(tiny_encoder, tmp_path):
     from certdp.data.text import load_texts
     for seed in (0, 3):
         cfg = {**tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_public": 10}), "seed": seed}
-        data = load_sst2(hybrid_settings(cfg))
+        data = load_split(hybrid_settings(cfg))
         ref = load_texts("sst2", {"path": str(FIXTURE), "n_test": 16, "n_public": 10}, seed)
         for part in ("private", "public", "test"):
             got, want = getattr(data, part), getattr(ref, part)
@@ -172,9 +172,9 @@ def test_split_is_the_sst2_datasets(tiny_encoder, tmp_path):
         sub = load_texts("sst2", {"path": str(FIXTURE), "n_test": 16, "n_private": 24}, seed)
         assert private_subset(data, 24).texts == sub.private.texts
         assert set(data.test.index.tolist()).isdisjoint(data.private.index.tolist())
-    seeded = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.split_seed": 7})))
+    seeded = load_split(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.split_seed": 7})))
     assert seeded.test.texts == load_texts("sst2", {"path": str(FIXTURE), "n_test": 16}, 7).test.texts
-    head = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_test_eval": 5})))
+    head = load_split(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_test_eval": 5})))
     assert head.test.texts == load_texts("sst2", {"path": str(FIXTURE), "n_test": 16}, 0).test.texts[:5]
 
 
@@ -196,10 +196,11 @@ def test_bad_config_fails_fast(tiny_encoder, tmp_path, key, value, match):
 
 def test_split_sizes_fail_fast(tiny_encoder, tmp_path):
     with pytest.raises(ConfigError, match=r"^dataset\.n_test: "):
-        load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_test": 48})))
-    data = load_sst2(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path)))
+        load_split(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path, **{"dataset.n_test": 48})))
+    data = load_split(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path)))
     with pytest.raises(ConfigError, match=r"^dataset\.n_private: at most 32 "):
         private_subset(data, 33)
     with pytest.raises(ConfigError, match=r"^hybrid\.size_sweep\.n_private: at most 32 "):
-        hybrid.run(tiny_cfg(tiny_encoder, tmp_path, **{"hybrid.size_sweep": {"epsilon": 2, "n_private": [40]}}),
+        hybrid.run(hybrid_settings(tiny_cfg(tiny_encoder, tmp_path,
+                                            **{"hybrid.size_sweep": {"epsilon": 2, "n_private": [40]}})),
                    progress=False)

@@ -4,7 +4,6 @@ aggregation, and PATE-AGT-R's bound against retrained neighbours that change one
 import dataclasses
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -12,12 +11,17 @@ from certdp import DTYPE
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
 from certdp.errors import ConfigError
-from certdp.methods.agtr import prediction_staircase
-from certdp.methods.common import build_experiment, tensors
-from certdp.methods.pate import _with_data, certify_shards, partition, run, shard_predictions
+from certdp.certify import build_experiment, prediction_staircase
+from certdp.methods.pate import certify_shards, partition, run, shard_predictions
 from certdp.privacy.mechanisms import GaussianGlobal
-from certdp.config import staircase_settings
+from certdp.settings import parse
+from certdp.settings.training import staircase_settings
 from certdp.training import train
+
+
+def experiment(cfg):
+    exp = build_experiment(parse("pate", cfg))
+    return exp, exp.x, exp.y, exp.xt, exp.yt
 
 
 def _cfg(n_train=48, n_test=40, shards=(1, 4), arms=None, releases=("laplace_gs", "gaussian_gs"),
@@ -47,8 +51,7 @@ def test_partition_disjoint_deterministic():
 
 
 def test_vectorised_shards_equal_one_by_one():
-    exp = build_experiment(_cfg())
-    x, y, xt, _ = tensors(exp.dataset)
+    exp, x, y, xt, _ = experiment(_cfg())
     parts = partition(48, 4, 0)
     got = shard_predictions(exp, parts, x, y, xt)
     theta0 = exp.model.init(exp.train.seed)
@@ -59,10 +62,9 @@ def test_vectorised_shards_equal_one_by_one():
 
 
 def test_pate_r_noise_scale_and_aggregation():
-    out = run(_cfg(), progress=False)
+    out = run(parse("pate", _cfg()), progress=False)
     res = out["results"]
-    exp = build_experiment(_cfg())
-    x, y, xt, yt = tensors(exp.dataset)
+    exp, x, y, xt, yt = experiment(_cfg())
     # the noise-free mean: average of the clipped shard predictions
     mean = shard_predictions(exp, partition(48, 4, exp.seed), x, y, xt).mean(0)
     row = res[(res.arm == "pate_mean") & (res.shards == 4)].iloc[0]
@@ -85,11 +87,11 @@ def test_pate_r_noise_scale_and_aggregation():
 
 def test_config_errors():
     with pytest.raises(ConfigError, match="pate.arms"):
-        run(_cfg(arms=["nope"]), progress=False)
+        run(parse("pate", _cfg(arms=["nope"])), progress=False)
     with pytest.raises(ConfigError, match="pate.shards"):
-        run(_cfg(shards=[100]), progress=False)
+        run(parse("pate", _cfg(shards=[100])), progress=False)
     with pytest.raises(ConfigError, match="pate.max_train"):
-        run(_cfg(max_train=0), progress=False)
+        run(parse("pate", _cfg(max_train=0)), progress=False)
 
 
 def test_all_arms_tiny_run():
@@ -99,9 +101,9 @@ def test_all_arms_tiny_run():
     # before any work; CROWN is covered, so every row carries the proof
     bad = {**cfg, "certificate": {"name": "milp", "workers": 1}}
     with pytest.raises(ConfigError) as e:
-        run(bad, progress=False)
+        run(parse("pate", bad), progress=False)
     assert e.value.key == "certificate.on_time_limit"
-    out = run(cfg, progress=False)
+    out = run(parse("pate", cfg), progress=False)
     res, summ = out["results"], out["summary"]
     assert {"pate_r", "pate_agtr", "agtr_wor", "agtr", "gs", "pate_mean"} <= set(res.arm)
     assert res.smoothness_proof.all()
@@ -126,7 +128,7 @@ def test_all_arms_tiny_run():
 def _shard_stair(exp, xs, ys, xt, ks, cert):
     theta0 = exp.model.init(exp.train.seed)
     env = run_agt(exp.model, theta0, xs, ys, exp.train, ks, certificate=cert, progress=False)
-    sc, pred = prediction_staircase(_with_data(exp, xs.numpy(), ys.numpy()), env, xt, cert)
+    sc, pred = prediction_staircase(exp.on_data(xs, ys), env, xt)
     return sc, pred
 
 
@@ -136,21 +138,20 @@ def test_pate_agtr_bound_contains_retrained_neighbours(cert_name):
     (1/T) d_j(k) (radius k of that shard's staircase), hence within (1/T) max_i SS^beta_i."""
     T, N = 3, 30
     cfg = _cfg(n_train=N, n_test=25, cert=cert_name)
-    exp = build_experiment(cfg)
-    x, y, xt, _ = tensors(exp.dataset)
+    exp, x, y, xt, _ = experiment(cfg)
     parts = partition(N, T, exp.seed)
     m = parts.shape[1]
     radii = staircase_settings({"kind": "range", "k_min": 1, "k_max": m, "include_n": True})
     cert = get_certificate(cert_name)
     betas = [0.05, 0.5]
-    sc_all = certify_shards(exp, parts, x, y, xt, radii, betas, keep=0, progress=False)
+    sc_all = certify_shards(exp, parts, radii, betas, keep=0, progress=False)
     stairs = [_shard_stair(exp, x[parts[j]], y[parts[j]], xt, radii.radii(m), cert)[0] for j in range(T)]
     for b in betas:   # the max over shards that certify_shards keeps
         want = torch.stack([s.smooth(b) for s in stairs]).amax(0)
         assert torch.allclose(sc_all.ss_max[b], want)
     if cert_name == "crown":   # tighter than IBP's, and not just the cap
-        ibp_exp = dataclasses.replace(exp, certificate={"name": "ibp"})
-        ibp_ss = certify_shards(ibp_exp, parts, x, y, xt, radii, betas, keep=0, progress=False).ss_max[0.5]
+        ibp_exp = dataclasses.replace(exp, engine=get_certificate("ibp"))
+        ibp_ss = certify_shards(ibp_exp, parts, radii, betas, keep=0, progress=False).ss_max[0.5]
         assert float(sc_all.ss_max[0.5].mean()) < float(ibp_ss.mean()) < 12.0
     base = sc_all.preds.mean(0)
     theta0 = exp.model.init(exp.train.seed)

@@ -19,13 +19,14 @@ import torch
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
 from certdp.bounds.base import Certificate
-from certdp.methods.agtr import prediction_staircase
-from certdp.methods.common import build_experiment, tensors
+from certdp.bounds.shared import SharedBoxes
+from certdp.certify import build_experiment, prediction_staircase
 from certdp.privacy.loss import delta_of, pure_loss, release_for
 from certdp.privacy.mechanisms import CauchySmooth, CauchyTight, LaplaceSmooth
 from certdp.privacy.sensitivity import staircase
 from certdp.privacy.smoothness import coverage, require_covered
 from certdp.errors import ConfigError
+from certdp.settings import parse
 from certdp.training import batch_plan
 
 PRESET_STAIRCASE = {"kind": "geometric", "dense_until": 64, "ratio": 1.1, "k_max": 1024, "include_n": True}
@@ -46,11 +47,11 @@ class Certifier:
     """S and the released prediction of any dataset that differs from the base one in records."""
 
     def __init__(self, cfg):
-        self.exp = build_experiment(cfg)
-        self.x, self.y, self.xt, _ = tensors(self.exp.dataset)
-        self.cert = get_certificate(cfg["certificate"]["name"])
-        self.ks = self.exp.staircase.radii(self.exp.dataset.n_train)
-        self.plan = batch_plan(self.exp.dataset.n_train, self.exp.train)
+        self.exp = build_experiment(parse("agtr", cfg))
+        self.x, self.y, self.xt = self.exp.x, self.exp.y, self.exp.xt
+        self.cert = self.exp.engine
+        self.ks = self.exp.ks
+        self.plan = self.exp.plan
         self.theta0 = self.exp.model.init(self.exp.train.seed)
 
     def envelopes(self, X, Y):
@@ -58,10 +59,11 @@ class Certifier:
                        plan=self.plan, progress=False)
 
     def staircase(self, X, Y, env, output_range):
-        ds = dataclasses.replace(self.exp.dataset, x_train=X.numpy(), y_train=Y.numpy(),
-                                 output_range=output_range)
-        priv = dataclasses.replace(self.exp.privacy, global_sensitivity="range" if output_range else "none")
-        return prediction_staircase(dataclasses.replace(self.exp, dataset=ds, privacy=priv), env, self.xt, self.cert)
+        e = self.exp.on_data(X, Y)
+        priv = dataclasses.replace(e.privacy, global_sensitivity="range" if output_range else "none")
+        e = dataclasses.replace(e, dataset=dataclasses.replace(e.dataset, output_range=output_range),
+                                settings=dataclasses.replace(e.settings, privacy=priv))
+        return prediction_staircase(e, env, self.xt)
 
     def with_record(self, i, xv, yv):
         X, Y = self.x.clone(), self.y.clone()
@@ -208,7 +210,6 @@ def test_engines_declare_nesting_and_the_rest_are_refused_for_smooth_releases():
     with pytest.raises(ConfigError) as e:            # a MILP that falls back on a time limit
         require_covered(get_certificate("milp", workers=1))
     assert e.value.key == "certificate.on_time_limit" and "beta-smooth" in str(e.value) and "refuse" in str(e.value)
-    from certdp.methods.ags import SharedBoxes
     with pytest.raises(ConfigError) as e:
         require_covered(SharedBoxes(get_certificate("ibp"), 2.0))
     assert e.value.key == "ags.share_ratio"

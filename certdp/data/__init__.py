@@ -83,7 +83,7 @@ _MODULES = ("certdp.data.synthetic", "certdp.data.tabular", "certdp.data.adult",
 
 
 # Keys every dataset config carries: its name (checked by load_dataset) and the model it
-# defaults to (read by certdp.config.model_settings).
+# defaults to (read by certdp.settings.training.model_settings).
 COMMON_FIELDS = {"name": Field(None, anything), "model": Field(None, anything)}
 
 

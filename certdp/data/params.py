@@ -209,7 +209,8 @@ def integers(value: Any, key: str, *, lo: int | None = None, hi: int | None = No
     """A list of integers, each in ``[lo, hi]``; exactly ``length`` of them when given, else at
     least ``min_length``; all different when ``distinct``."""
     size = (f"a list of {length}" if length is not None
-            else f"a list of at least {min_length}" if min_length > 1 else "a non-empty list of")
+            else f"a list of at least {min_length}" if min_length > 1
+            else "a non-empty list of" if min_length == 1 else "a list of")
     each = _range_text("integers", lo, hi, False, False)
     allowed = _with_null(f"{size} {'distinct ' if distinct else ''}{each}", none, null_means)
     if value is None:
@@ -231,6 +232,70 @@ def integers(value: Any, key: str, *, lo: int | None = None, hi: int | None = No
     if distinct and len(set(out)) != len(out):
         raise _fail(key, value, "values repeated", allowed)
     return tuple(out)
+
+
+def reals(value: Any, key: str, *, lo: float | None = None, hi: float | None = None,
+          lo_open: bool = False, hi_open: bool = False, min_length: int = 1, max_length: int | None = None,
+          scalar_ok: bool = True, none: bool = False, null_means: str | None = None) -> tuple[float, ...] | None:
+    """A list of finite numbers, each within the given bounds; at least ``min_length`` (and at
+    most ``max_length``) of them.  With ``scalar_ok`` one number is a list of one."""
+    size = ("a list of" if min_length == 0 else "a non-empty list of" if min_length == 1
+            else f"a list of at least {min_length}")
+    if max_length == 1:
+        size = "one"
+    allowed = _with_null(f"{size} {_range_text('finite numbers', lo, hi, lo_open, hi_open)}", none, null_means)
+    if value is None:
+        if none:
+            return None
+        raise _fail(key, value, "a value is required", allowed)
+    if scalar_ok and isinstance(value, Real) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise _fail(key, value, f"{_kind_of(value)}, not a list", allowed)
+    if len(value) < min_length:
+        raise _fail(key, value, "too few values" if value else "empty", allowed)
+    if max_length is not None and len(value) > max_length:
+        raise _fail(key, value, f"{len(value)} values, at most {max_length}", allowed)
+    out = []
+    for v in value:
+        try:
+            out.append(real(v, key, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open))
+        except ConfigError:
+            raise _fail(key, value, f"{_show(v)} is not such a number", allowed) from None
+    return tuple(out)
+
+
+def choices(value: Any, key: str, *, allowed: Sequence[str], min_length: int = 1, none: bool = False,
+            null_means: str | None = None) -> tuple[str, ...] | None:
+    """A list of distinct names from ``allowed`` (a single name is a list of one); empty only
+    when ``min_length`` is 0."""
+    size = "a list of" if min_length == 0 else "a non-empty list of"
+    text_allowed = _with_null(f"{size} distinct names from: {', '.join(allowed)}", none, null_means)
+    if value is None:
+        if none:
+            return None
+        raise _fail(key, value, "a value is required", text_allowed)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise _fail(key, value, f"{_kind_of(value)}, not a list", text_allowed)
+    if len(value) < min_length:
+        raise _fail(key, value, "empty", text_allowed)
+    for v in value:
+        if not isinstance(v, str) or v not in allowed:
+            raise _fail(key, value, f"unknown {_show(v)}", text_allowed)
+    if len(set(value)) != len(value):
+        raise _fail(key, value, "values repeated", text_allowed)
+    return tuple(value)
+
+
+def section(value: Any, key: str) -> dict:
+    """A config section: a mapping (null or absent means empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, f"{_kind_of(value)}, not a section of settings", f"{key}.<setting>=value")
+    return dict(value)
 
 
 def interval(value: Any, key: str, *, width_ok: bool = True, none: bool = False,

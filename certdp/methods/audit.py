@@ -28,6 +28,8 @@ attaining it.  The proof in ``privacy/sensitivity.py`` covers every engine that 
 ``nesting_monotone``; the search is how an engine outside it is shown not to be smooth (it found
 the former adaptive-chord CROWN at 1.55 e^beta), not a certificate.
 
+A bound that is not finite (or not computed) counts as a violation: it certifies nothing.
+
 Modes: ``random`` substitutes k uniformly chosen records by random records (features uniform in
 the training range, labels uniform in the label range / a random class); ``adversarial``
 substitutes the k records that occur in the most batches by records that saturate the clipped
@@ -37,6 +39,7 @@ extreme label), alternating the sign between retrains.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -45,74 +48,51 @@ import pandas as pd
 import torch
 
 from certdp import DTYPE
-from certdp.agt import run_agt
-from certdp.bounds import get_certificate
-from certdp.config import parse_choices
+from certdp.certify import (Experiment, build_experiment, check_prediction_radii, envelopes, global_sensitivity,
+                            nominal, prediction_staircase)
 from certdp.errors import ConfigError
-from certdp.methods.common import build_experiment, generator_for, tensors
-from certdp.training import batch_plan, train
+from certdp.privacy.smoothness import SMALL_BETAS, search
+from certdp.seeding import generator_for
+from certdp.settings import ExperimentSettings
+from certdp.training import train
 
 log = logging.getLogger("certdp")
 
-MODES = ("random", "adversarial")
 TOL = 1e-10
 
 
-def smoothness_repeats(cfg: dict) -> int:
-    v = (cfg.get("audit") or {}).get("smoothness", 0)
-    try:
-        r = int(v or 0)
-    except (TypeError, ValueError):
-        r = -1
-    if r < 0:
-        raise ConfigError("audit.smoothness", f"must be an integer >= 0 (neighbours to recertify; got {v!r})")
-    return r
-
-
-def smoothness_sizes(cfg: dict, n: int) -> list[int]:
+def smoothness_sizes(exp: Experiment) -> list[int]:
     """Dataset sizes the smoothness search runs at (``audit.smoothness_n``; default 8, 30 and
     N when N <= 200): the first n records of the training set, the same training settings."""
-    v = (cfg.get("audit") or {}).get("smoothness_n")
-    if v is None:
-        sizes = {m for m in (8, 30) if m <= n} | ({n} if n <= 200 else set())
-        return sorted(sizes) or [n]
-    vals = v if isinstance(v, (list, tuple)) else [v]
-    try:
-        sizes = sorted({int(m) for m in vals})
-    except (TypeError, ValueError):
-        sizes = []
-    if not sizes or sizes[0] < 2 or sizes[-1] > n:
-        raise ConfigError("audit.smoothness_n", f"must be dataset sizes in 2..N={n} (got {v!r})")
-    return sizes
+    n = exp.n_train
+    sizes = exp.settings.audit.smoothness_n
+    if sizes is None:
+        return sorted({m for m in (8, 30) if m <= n} | ({n} if n <= 200 else set())) or [n]
+    if sizes[-1] > n:
+        raise ConfigError("audit.smoothness_n", f"got {list(sizes)} (above N={n}); allowed: dataset sizes in 2..{n}")
+    return list(sizes)
 
 
-def smoothness_check(exp, x, y, xt, cert, betas, R: int, sizes, n_classes, progress=False):
+def smoothness_check(exp: Experiment, xt: torch.Tensor, betas, R: int, sizes, n_classes):
     """Rows of the adversarial beta-smoothness search (see the module docstring)."""
-    import dataclasses
-    from certdp.methods.agtr import prediction_staircase
-    from certdp.privacy.smoothness import SMALL_BETAS, search
-    theta0 = exp.model.init(exp.train.seed)
     bt = sorted(set(float(b) for b in betas) | set(SMALL_BETAS))
     rows, bad = [], False
     for n in sizes:
-        xn, yn = x[:n].clone(), y[:n].clone()
-        plan = batch_plan(n, exp.train)
-        ks = exp.staircase.radii(n)
+        sub = exp.on_data(exp.x[:n].clone(), exp.y[:n].clone())
 
-        def staircase_of(X, Y, _plan=plan, _ks=ks):
-            env = run_agt(exp.model, theta0, X, Y, exp.train, _ks, certificate=cert, plan=_plan, progress=False)
-            e = dataclasses.replace(exp, dataset=dataclasses.replace(exp.dataset, x_train=X.numpy(), y_train=Y.numpy()))
-            return prediction_staircase(e, env, xt, cert)[0]
+        def staircase_of(X, Y, _sub=sub):
+            e = _sub.on_data(X, Y)
+            return prediction_staircase(e, envelopes(e), xt)[0]
 
-        res = search(staircase_of, xn, yn, betas=bt, plan=plan, loss=exp.model.loss.name, n_classes=n_classes,
-                     budget=R, seed=exp.seed)
+        res = search(staircase_of, sub.x, sub.y, betas=bt, plan=sub.plan, loss=exp.model.loss.name,
+                     n_classes=n_classes, budget=R, seed=exp.seed)
         pair = " vs ".join("original" if c is None else f"record {c.index} -> x={c.x.tolist()}, y={float(c.y):.4g}"
                            for c in res.pair)
         for b in bt:
             r = res.worst_ratio[b]
             viol = int(r > 1 + 1e-9)
             bad |= bool(viol)
-            rows.append({"dataset": exp.dataset.name, "certificate": exp.certificate.get("name", "ibp"),
+            rows.append({"dataset": exp.dataset.name, "certificate": exp.certificate_name,
                          "k": 1, "mode": "smoothness-search", "n_audited": n, "repeats": res.evaluations,
                          "beta": b, "smoothness_violations": viol, "smoothness_ratio": r,
                          "worst_pair": pair if b == res.beta else "", "seed": exp.seed})
@@ -120,30 +100,6 @@ def smoothness_check(exp, x, y, xt, cert, betas, R: int, sizes, n_classes, progr
                  "test point %d): %s", n, res.evaluations,
                  ", ".join(f"{res.worst_ratio[b]:.4f} (beta {b:.3g})" for b in bt), res.beta, res.test_point, pair)
     return rows, bad
-
-
-def audit_settings(cfg: dict) -> tuple[int, list[int], tuple[str, ...], int]:
-    a = dict(cfg.get("audit") or {})
-    try:
-        R = int(a.get("repeats", 200))
-    except (TypeError, ValueError):
-        raise ConfigError("audit.repeats", f"must be an integer >= 1 (got {a.get('repeats')!r})")
-    if R < 1:
-        raise ConfigError("audit.repeats", f"must be an integer >= 1 (got {R})")
-    radii = a.get("radii") or [1, 2, 4, 8]
-    if not isinstance(radii, (list, tuple)):
-        radii = [radii]
-    try:
-        radii = sorted({int(k) for k in radii})
-    except (TypeError, ValueError):
-        raise ConfigError("audit.radii", f"must be a list of integers >= 1 (got {a.get('radii')!r})")
-    if radii[0] < 1:
-        raise ConfigError("audit.radii", f"must be integers >= 1 (got {radii})")
-    modes = list(parse_choices(a, "audit.modes", MODES, MODES, what="mode"))
-    n_test = int(a.get("n_test", 200))
-    if n_test < 1:
-        raise ConfigError("audit.n_test", f"must be >= 1 (got {n_test})")
-    return R, radii, tuple(modes), n_test
 
 
 def neighbours(mode: str, k: int, R: int, x: torch.Tensor, y: torch.Tensor, plan: torch.Tensor,
@@ -187,40 +143,47 @@ def neighbours(mode: str, k: int, R: int, x: torch.Tensor, y: torch.Tensor, plan
     return X, Y
 
 
-def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
-    exp = build_experiment(cfg)
-    R, radii, modes, n_test = audit_settings(cfg)
+def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
+    a = settings.audit
+    exp = build_experiment(settings)
     ds = exp.dataset
-    x, y, xt, _ = tensors(ds)
-    N = ds.n_train
-    radii = [k for k in radii if k <= N]
-    if not radii:
-        raise ConfigError("audit.radii", f"every radius exceeds N={N}")
-    xt = xt[:n_test]
-    cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
-    cert_name = exp.certificate.get("name", "ibp")
-    cert = get_certificate(cert_name, **cert_cfg)
-    try:
-        stair_ks = exp.staircase.radii(N)
-    except ConfigError:
-        stair_ks = []
-    ks = sorted(set(stair_ks) | set(radii))
+    N = exp.n_train
+    over = [k for k in a.radii if k > N]
+    if over:
+        raise ConfigError("audit.radii", f"got {list(a.radii)} ({over} above N={N}); allowed: radii in 1..{N}")
+    if a.smoothness:
+        try:
+            if ds.task != "regression":
+                raise ConfigError("dataset", "not a regression task")
+            check_prediction_radii(exp, global_sensitivity(exp))
+        except ConfigError as e:
+            raise ConfigError("audit.smoothness", f"needs a regression dataset with a staircase (linear, california, "
+                                                  f"csv); here {e}") from None
+    sizes = smoothness_sizes(exp) if a.smoothness else []
+    betas = [float(m.beta) for m in exp.privacy.mechanisms() if m.kind == "smooth"]
+    if a.smoothness and not betas:
+        raise ConfigError("audit.smoothness", "no smooth release in privacy.releases to take beta from")
+    R, radii, modes = a.repeats, list(a.radii), a.modes
+    x, y = exp.x, exp.y
+    xt = exp.xt[:a.n_test]
     theta0 = exp.model.init(exp.train.seed)
-    plan = batch_plan(N, exp.train)
+    nominal(exp, theta0)
+    exp = dataclasses.replace(exp, ks=tuple(sorted(set(exp.ks) | set(radii))))
+    plan = exp.plan
     t0 = time.perf_counter()
-    env = run_agt(exp.model, theta0, x, y, exp.train, ks, certificate=cert, plan=plan, progress=progress)
+    env = envelopes(exp, progress=progress, check=False)
     t_agt = time.perf_counter() - t0
     kpos = {k: j for j, k in enumerate(env.k_values.tolist())}
-    out_box = cert.output_bounds(exp.model, env.box, xt)                                   # [K, n, out]
+    out_box = exp.engine.output_bounds(exp.model, env.box, xt)                  # [K, n, out]
     f_nom = exp.model.forward(env.nominal, xt)                                 # [n, out]
     # staircase path bounds for regression (needs a ceiling: GS or T_N)
     path = None
     if ds.task == "regression":
         try:
-            from certdp.methods.agtr import prediction_staircase
-            sc, _ = prediction_staircase(exp, env, xt, cert)
-            path = sc
+            path, _ = prediction_staircase(exp, env, xt, check=False)
         except ConfigError as e:
+            if e.key not in ("privacy.global_sensitivity", "staircase"):
+                raise
             log.info("audit: no staircase check (%s)", e)
     n_classes = ds.n_classes or 1
     rows, any_violation = [], False
@@ -229,6 +192,9 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     for k in radii:
         j = kpos[k]
         lo, hi = env.lo[j], env.hi[j]
+        # a bound that is not finite certifies nothing: every retrain counts as a violation
+        p_unbounded = not bool(torch.isfinite(lo).all() and torch.isfinite(hi).all())
+        o_unbounded = not bool(torch.isfinite(out_box.lo[j]).all() and torch.isfinite(out_box.hi[j]).all())
         pb = torch.maximum(hi - env.nominal, env.nominal - lo)                 # [P]
         ob = torch.maximum(out_box.hi[j] - f_nom, f_nom - out_box.lo[j])        # [n, out]
         if path is not None:
@@ -236,15 +202,15 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             # else the width of the next computed envelope T_{r}, r >= i + 1, which contains
             # T_i and T_{i+1}
             cand = path.k.tolist()
-            a = path.a_bar                                                     # [n, C]
+            a_bar = path.a_bar                                                 # [n, C]
             kl = env.k_values.tolist()
             q_lo, q_hi = out_box.lo.squeeze(-1), out_box.hi.squeeze(-1)        # [K, n]
             if ds.output_range is not None:
                 q_lo, q_hi = q_lo.clamp(*ds.output_range), q_hi.clamp(*ds.output_range)
-            total = torch.zeros(a.shape[0], dtype=a.dtype)
+            total = torch.zeros(a_bar.shape[0], dtype=a_bar.dtype)
             for i in range(k):
                 if i in cand and path.source[cand.index(i)] == "computed":
-                    total = total + a[:, cand.index(i)]
+                    total = total + a_bar[:, cand.index(i)]
                 else:
                     r = next(jj for jj, kk in enumerate(kl) if kk >= i + 1)
                     total = total + (q_hi[r] - q_lo[r])
@@ -257,11 +223,13 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                            Y[s:s + per_chunk], exp.train, plan=plan)
                 thetas.append(th)
             th = torch.cat(thetas, 0)                                          # [R, P]
-            p_viol = int(((th < lo - TOL) | (th > hi + TOL)).any(-1).sum())
+            outside = ((th < lo - TOL) | (th > hi + TOL)).any(-1)
+            p_viol = R if p_unbounded else int(outside.sum())
             dp = (th - env.nominal).abs()
             p_ratio = float((dp / pb.clamp(min=1e-300)).where(pb > 0, (dp > TOL).to(dp.dtype) * float("inf")).max())
             f_new = exp.model.forward(th, xt)                                  # [R, n, out]
-            o_viol = int(((f_new < out_box.lo[j] - TOL) | (f_new > out_box.hi[j] + TOL)).flatten(1).any(-1).sum())
+            o_outside = ((f_new < out_box.lo[j] - TOL) | (f_new > out_box.hi[j] + TOL)).flatten(1).any(-1)
+            o_viol = R if o_unbounded else int(o_outside.sum())
             do = (f_new - f_nom).abs()
             o_ratio = float((do / ob.clamp(min=1e-300)).max())
             s_viol = None
@@ -270,11 +238,11 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                 rng = ds.output_range
                 if rng is not None:
                     fc, fn = fc.clamp(*rng), fn.clamp(*rng)
-                s_viol = int(((fc - fn).abs() > total + TOL).any(-1).sum())
+                s_viol = R if not bool(torch.isfinite(total).all()) else int(((fc - fn).abs() > total + TOL).any(-1).sum())
             viol = p_viol + o_viol + (s_viol or 0)
             any_violation |= viol > 0
             rows.append({
-                "dataset": ds.name, "certificate": cert_name, "k": k, "mode": mode, "repeats": R,
+                "dataset": ds.name, "certificate": exp.certificate_name, "k": k, "mode": mode, "repeats": R,
                 "param_violations": p_viol, "output_violations": o_viol,
                 "staircase_violations": s_viol if s_viol is not None else np.nan,
                 "param_tightness": p_ratio, "output_tightness": o_ratio,
@@ -285,15 +253,10 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
             log.info("audit k=%d %-11s violations: params %d, outputs %d%s; tightness params %.3f outputs %.3f",
                      k, mode, p_viol, o_viol, "" if s_viol is None else f", staircase {s_viol}", p_ratio, o_ratio)
     log.info("audit: AGT %.1f s, retraining %.1f s", t_agt, time.perf_counter() - t1)
-    R_s = smoothness_repeats(cfg)
-    if R_s:
+    if a.smoothness:
         if path is None:
             raise ConfigError("audit.smoothness", "needs a regression dataset with a staircase (linear, california, csv)")
-        from certdp.config import mechanisms_for
-        betas = [float(m.beta) for m in mechanisms_for(exp.privacy) if getattr(m, "beta", None)]
-        if not betas:
-            raise ConfigError("audit.smoothness", "no smooth release in privacy.releases to take beta from")
-        srows, s_bad = smoothness_check(exp, x, y, xt, cert, betas, R_s, smoothness_sizes(cfg, N), n_classes)
+        srows, s_bad = smoothness_check(exp, xt, betas, a.smoothness, sizes, n_classes)
         rows += srows
         any_violation |= s_bad
     out = {"audit": pd.DataFrame(rows)}

@@ -13,58 +13,16 @@ import logging
 import numpy as np
 import pandas as pd
 
-from certdp.errors import ConfigError
 from certdp.privacy.conditions import approx_critical_ratio, peak, pure_critical_ratio
+from certdp.settings import FeasibilitySettings
 
 log = logging.getLogger("certdp")
 
 
-def _grid(g: dict) -> np.ndarray:
-    vals = g.get("values")
-    if vals:
-        try:
-            out = np.array([float(v) for v in vals])
-        except (TypeError, ValueError):
-            raise ConfigError("feasibility.confidence.values", f"must be numbers in (0, 1) (got {vals!r})")
-    else:
-        try:
-            start, stop, step = float(g.get("start", 0.001)), float(g.get("stop", 0.999)), float(g.get("step", 0.001))
-        except (TypeError, ValueError):
-            raise ConfigError("feasibility.confidence", "start, stop and step must be numbers")
-        if not step > 0 or stop < start:
-            raise ConfigError("feasibility.confidence", f"needs step > 0 and stop >= start (got {start}, {stop}, {step})")
-        out = np.round(np.arange(start, stop + step / 2, step), 12)
-    if len(out) == 0 or np.any(out <= 0) or np.any(out >= 1):
-        raise ConfigError("feasibility.confidence", "every confidence 1 - alpha must lie strictly between 0 and 1")
-    return np.unique(out)
-
-
-def _list(v, key: str, lo: float, hi: float, allowed: str) -> list[float]:
-    vs = v if isinstance(v, (list, tuple)) else [v]
-    out = []
-    for x in vs:
-        try:
-            x = float(x)
-        except (TypeError, ValueError):
-            raise ConfigError(key, f"must be {allowed} (got {x!r})")
-        if not lo < x < hi:
-            raise ConfigError(key, f"must be {allowed} (got {x})")
-        out.append(x)
-    if not out:
-        raise ConfigError(key, f"needs at least one value ({allowed})")
-    return out
-
-
-def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
-    f = dict(cfg.get("feasibility") or {})
-    conf = _grid(dict(f.get("confidence") or {}))
-    cs = _list(f.get("c", [1, 2, 3]), "feasibility.c", 0, float("inf"), "numbers > 0")
-    deltas = _list(f.get("delta", 1e-5), "feasibility.delta", 0, 1, "numbers in (0, 1)")
-    factor = _list(f.get("cauchy_factor", 6), "feasibility.cauchy_factor", 0, float("inf"), "a number > 0")[0]
-    win = f.get("approx_window", [0.8, 1.0]) or [0.0, 1.0]
-    if not (isinstance(win, (list, tuple)) and len(win) == 2 and 0 <= float(win[0]) < float(win[1]) <= 1):
-        raise ConfigError("feasibility.approx_window", f"must be [lo, hi] with 0 <= lo < hi <= 1 (got {win!r})")
-    wlo, whi = float(win[0]), float(win[1])
+def run(settings: FeasibilitySettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
+    conf = np.array(settings.confidence)
+    cs, deltas, factor = list(settings.c), list(settings.deltas), settings.cauchy_factor
+    wlo, whi = settings.window
 
     rows, peaks = [], []
     lo_c, hi_c = float(conf.min()), float(conf.max())

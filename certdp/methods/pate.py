@@ -66,66 +66,16 @@ import torch
 from tqdm.auto import tqdm
 
 from certdp import DTYPE
-from certdp.config import StaircaseSettings, mechanisms_for, staircase_settings
+from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
+                            global_sensitivity, nominal, prediction_staircase, release_errors)
 from certdp.errors import ConfigError
-from certdp.methods.common import (Experiment, build_experiment, generator_for, global_sensitivity,
-                                   release_errors, tensors)
 from certdp.privacy.accounting import base_budget_wor
-from certdp.privacy.mechanisms import MECHANISMS
+from certdp.seeding import generator_for
+from certdp.settings import ExperimentSettings
+from certdp.settings.training import StaircaseSettings
+from certdp.training import train
 
 log = logging.getLogger("certdp")
-
-ARMS = ("pate_r", "pate_agtr", "agtr_wor", "agtr", "gs")
-SMOOTH = ("cauchy", "cauchy6", "laplace")
-
-
-@dataclass(frozen=True)
-class PateSettings:
-    shards: tuple[int, ...]
-    arms: tuple[str, ...]
-    staircase: StaircaseSettings     # per-shard radii (capped at the shard size)
-    max_train: int | None            # use a random subset of this many training records
-    full_staircase: str = "shard"    # full-data AGT-R radii: "shard" (pate.staircase) or "agtr" (staircase group)
-
-
-def pate_settings(d: dict, n_train: int) -> PateSettings:
-    sh = d.get("shards", [1, 2, 4, 8])
-    if not isinstance(sh, (list, tuple)):
-        sh = [sh]
-    shards = []
-    for t in sh:
-        try:
-            t = int(t)
-        except (TypeError, ValueError):
-            raise ConfigError("pate.shards", f"must be integers >= 1 (got {t!r})")
-        if t < 1:
-            raise ConfigError("pate.shards", f"must be integers >= 1 (got {t})")
-        shards.append(t)
-    if not shards:
-        raise ConfigError("pate.shards", "needs at least one number of shards, e.g. pate.shards=[1,2,4]")
-    arms = d.get("arms") or list(ARMS)
-    if isinstance(arms, str):
-        arms = [arms]
-    for a in arms:
-        if a not in ARMS:
-            raise ConfigError("pate.arms", f"unknown arm '{a}'; allowed: {', '.join(ARMS)}")
-    mt = d.get("max_train")
-    if mt is not None:
-        try:
-            mt = int(mt)
-        except (TypeError, ValueError):
-            raise ConfigError("pate.max_train", f"must be null or an integer >= 1 (got {mt!r})")
-        if mt < 1:
-            raise ConfigError("pate.max_train", f"must be null or an integer >= 1 (got {mt})")
-    n_eff = min(n_train, mt) if mt else n_train
-    too_many = [t for t in shards if t > n_eff]
-    if too_many:
-        raise ConfigError("pate.shards", f"{too_many} exceed the {n_eff} training records (every shard needs one)")
-    sc = staircase_settings(dict(d.get("staircase") or {"kind": "range", "k_max": 1024, "include_n": True}))
-    fs = d.get("full_staircase", "shard")
-    if fs not in ("shard", "agtr"):
-        raise ConfigError("pate.full_staircase", f"unknown '{fs}'; allowed: shard (pate.staircase), agtr (the staircase group)")
-    return PateSettings(tuple(sorted(set(shards))), tuple(dict.fromkeys(arms)), sc, mt, fs)
 
 
 def partition(n: int, shards: int, seed: int) -> torch.Tensor:
@@ -138,12 +88,6 @@ def partition(n: int, shards: int, seed: int) -> torch.Tensor:
     return perm[: shards * m].view(shards, m)
 
 
-def _with_data(exp: Experiment, x: np.ndarray, y: np.ndarray) -> Experiment:
-    """The experiment on another training set (a shard): what ``global_sensitivity`` and the
-    staircase read (N, output range, training settings) follow it."""
-    return dataclasses.replace(exp, dataset=dataclasses.replace(exp.dataset, x_train=x, y_train=y))
-
-
 def _clip(pred: torch.Tensor, rng) -> torch.Tensor:
     return pred.clamp(float(rng[0]), float(rng[1])) if rng is not None else pred
 
@@ -152,7 +96,6 @@ def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: 
                       xt: torch.Tensor) -> torch.Tensor:
     """Clipped test predictions [T, n] of the T shard models, trained in one vectorised call
     (x [T, m, d], theta [T, P]); every shard starts from the same data-independent init."""
-    from certdp.training import train
     T = parts.shape[0]
     theta0 = exp.model.init(exp.train.seed).expand(T, -1)
     theta = train(exp.model, theta0, x[parts], y[parts], exp.train)
@@ -168,27 +111,18 @@ class ShardCertificates:
     radii: int
 
 
-def certify_shards(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                   xt: torch.Tensor, radii: StaircaseSettings, betas: list[float], keep: int,
+def certify_shards(exp: Experiment, parts: torch.Tensor, radii: StaircaseSettings, betas: list[float], keep: int,
                    progress: bool) -> ShardCertificates:
     """AGT on every shard (one batched pass over all radii per shard), each shard's staircase
     for its own dataset of m records, and the running max over shards of SS^beta_i."""
-    from certdp.agt import run_agt
-    from certdp.bounds import get_certificate
-    from certdp.methods.agtr import prediction_staircase
-    cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
-    cert = get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg)
     T, m = parts.shape
-    ks = radii.radii(m)
-    theta0 = exp.model.init(exp.train.seed)
     bt = torch.tensor(sorted(set(betas)), dtype=DTYPE) if betas else None
     ss_max = None
-    preds, kept, kept_pred = [], None, None
+    preds, kept, kept_pred, n_radii = [], None, None, 0
     for i in tqdm(range(T), desc=f"PATE-AGT-R T={T}", disable=not progress, leave=False):
-        xi, yi = x[parts[i]], y[parts[i]]
-        env = run_agt(exp.model, theta0, xi, yi, exp.train, ks, certificate=cert, progress=False)
-        sub = _with_data(exp, xi.numpy(), yi.numpy())
-        sc, pred = prediction_staircase(sub, env, xt, cert)
+        sub = exp.on_data(exp.x[parts[i]], exp.y[parts[i]], staircase=radii)
+        sc, pred = prediction_staircase(sub, envelopes(sub))
+        n_radii = len(sub.ks)
         preds.append(pred)
         if bt is not None:
             s = sc.smooth(bt)                                   # [n, B]
@@ -196,7 +130,7 @@ def certify_shards(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: tor
         if i == keep:
             kept, kept_pred = sc, pred
     ss = {float(b): ss_max[:, j] for j, b in enumerate(bt.tolist())} if bt is not None else {}
-    return ShardCertificates(torch.stack(preds), ss, kept, kept_pred, len(ks))
+    return ShardCertificates(torch.stack(preds), ss, kept, kept_pred, n_radii)
 
 
 def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=None):
@@ -204,11 +138,10 @@ def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=N
     scale = mech.scale(sens)
     gen = generator_for(exp.seed, arm, mech.name, float(mech.epsilon), T, *gen_labels)
     mae, mse = release_errors(pred, yt, scale, mech, exp.privacy.n_draws, gen, exp.dataset.output_range)
-    eps, delta = (base or (mech.epsilon, getattr(mech, "delta", 0.0)))
+    eps, delta = (base or (mech.epsilon, mech.delta_spent))
     row = {"arm": arm, "mechanism": mech.name, "regime": mech.regime, "epsilon": float(eps),
            "delta": float(delta) if mech.regime == "approx" else 0.0,
-           "epsilon_base": float(mech.epsilon),
-           "delta_base": float(getattr(mech, "delta", 0.0)) if mech.regime == "approx" else 0.0,
+           "epsilon_base": float(mech.epsilon), "delta_base": mech.delta_spent,
            "beta": float(mech.beta), "shards": T, "shard_size": m, "mae": mae, "mse": mse,
            "sens_mean": float(sens.mean()), "sens_median": float(sens.median()),
            "scale_mean": float(scale.mean())}
@@ -216,31 +149,51 @@ def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=N
     return row
 
 
-def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
-    exp = build_experiment(cfg)
+def _early_checks(exp: Experiment, ps, gs, *, smooth, glob, need_agt) -> None:
+    """What the data makes impossible, refused before any training: more shards than records,
+    global releases without a global sensitivity, radii that stop below a dataset's size
+    without one."""
+    N = exp.n_train
+    too_many = [t for t in ps.shards if t > N]
+    if too_many:
+        raise ConfigError("pate.shards", f"{too_many} exceed the {N} training records (every shard needs one)")
+    if gs is None and glob and ("gs" in ps.arms or "pate_r" in ps.arms):
+        raise ConfigError("privacy.global_sensitivity", "the gs and pate_r arms need a global sensitivity; allowed: "
+                                                        "range with dataset.output_range, or trajectory (linear model)")
+    if gs is None and smooth:
+        if "agtr" in ps.arms or (need_agt and 1 in ps.shards):
+            full = exp if ps.full_staircase == "agtr" else dataclasses.replace(exp, ks=tuple(ps.staircase.radii(N)))
+            check_prediction_radii(full, gs)
+        if need_agt:
+            for t in ps.shards:
+                m = N // t
+                if ps.staircase.radii(m)[-1] < m:
+                    raise ConfigError("pate.staircase", f"the radii stop below the shard size {m} (T={t}) and the "
+                                      "output has no global sensitivity: set pate.staircase.include_n=true or an "
+                                      "output range")
+
+
+def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
+    ps = settings.shards
+    mechs = settings.privacy.mechanisms()
+    smooth = [mc for mc in mechs if mc.kind == "smooth"]
+    glob = [mc for mc in mechs if mc.kind == "global"]
+    need_agt = bool(smooth) and any(a in ps.arms for a in ("pate_agtr", "agtr_wor"))
+    exp = build_experiment(settings, task="regression",
+                           smooth_release=bool(smooth) and (need_agt or "agtr" in ps.arms))
+    proof = exp.smoothness_proof
     ds = exp.dataset
-    if ds.task != "regression":
-        raise ConfigError("dataset", f"pate needs a regression dataset (linear, california, csv); got {ds.name} ({ds.task})")
-    ps = pate_settings(dict(cfg.get("pate") or {}), ds.n_train)
     if ps.max_train is not None and ps.max_train < ds.n_train:
         idx = np.random.default_rng(exp.seed + 104729).permutation(ds.n_train)[: ps.max_train]
-        exp = _with_data(exp, ds.x_train[idx], ds.y_train[idx])
+        exp = exp.on_data(ds.x_train[idx], ds.y_train[idx])
         ds = exp.dataset
-    x, y, xt, yt = tensors(ds)
-    N, rng = ds.n_train, ds.output_range
-    mechs = mechanisms_for(exp.privacy)
-    smooth = [mc for mc in mechs if mc.name in SMOOTH]
-    glob = [mc for mc in mechs if mc.name not in SMOOTH]
-    need_agt = bool(smooth) and any(a in ps.arms for a in ("pate_agtr", "agtr_wor"))
-    proof = True
-    if smooth and (need_agt or "agtr" in ps.arms):
-        from certdp.bounds import get_certificate
-        from certdp.privacy.smoothness import release_proof, smoothness_policy
-        cert_cfg = {k: v for k, v in exp.certificate.items() if k != "name"}
-        proof = release_proof(get_certificate(exp.certificate.get("name", "ibp"), **cert_cfg), smoothness_policy(cfg))
+    x, y, xt, yt = exp.x, exp.y, exp.xt, exp.yt
+    N = ds.n_train
+    gs_full = global_sensitivity(exp, xt)
+    _early_checks(exp, ps, gs_full, smooth=smooth, glob=glob, need_agt=need_agt)
+    nominal(exp)
     log.info("PATE on %s: N=%d train, %d test, model %s, shards %s, arms %s, certificate %s",
-             ds.name, N, len(yt), exp.model.widths, list(ps.shards), list(ps.arms),
-             exp.certificate.get("name", "ibp"))
+             ds.name, N, len(yt), exp.model.widths, list(ps.shards), list(ps.arms), exp.certificate_name)
     rows: list[dict] = []
     timing: dict[int, float] = {}
 
@@ -248,9 +201,8 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     full = None
     t0 = time.perf_counter()
     if smooth and ("agtr" in ps.arms or (need_agt and 1 in ps.shards)):
-        from certdp.methods.agtr import certify
-        fexp = exp if ps.full_staircase == "agtr" else dataclasses.replace(exp, staircase=ps.staircase)
-        env, sc_full, pred_full, tm = certify(fexp, progress=progress)
+        fexp = exp if ps.full_staircase == "agtr" else dataclasses.replace(exp, ks=tuple(ps.staircase.radii(N)))
+        env, sc_full, pred_full, tm = certify_predictions(fexp, progress=progress)
         full = (sc_full, pred_full)
         log.info("full-data AGT-R: %d radii (k_max %d) in %.1f s", tm["radii"], tm["k_max"], tm["agt_seconds"])
     else:
@@ -259,7 +211,6 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     np_mae = float((pred_full - yt).abs().mean())
     np_mse = float(((pred_full - yt) ** 2).mean())
     log.info("full-data non-private test MAE %.5f  MSE %.5f", np_mae, np_mse)
-    gs_full = global_sensitivity(exp, xt)
     if full is not None and "agtr" in ps.arms:
         for mc in smooth:
             rows.append(_row(exp, arm="agtr", mech=mc, T=1, m=N, pred=pred_full, yt=yt,
@@ -267,13 +218,10 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                              extra={"arm_nonprivate_mae": np_mae, "arm_nonprivate_mse": np_mse,
                                     "seconds": t_full}))
     if "gs" in ps.arms:
-        if gs_full is None:
-            log.warning("skipping the gs arm: no global sensitivity (set dataset.output_range)")
-        else:
-            for mc in glob:
-                rows.append(_row(exp, arm="gs", mech=mc, T=1, m=N, pred=pred_full, yt=yt, sens=gs_full,
-                                 gen_labels=("full",), extra={"arm_nonprivate_mae": np_mae,
-                                                              "arm_nonprivate_mse": np_mse}))
+        for mc in glob:
+            rows.append(_row(exp, arm="gs", mech=mc, T=1, m=N, pred=pred_full, yt=yt, sens=gs_full,
+                             gen_labels=("full",), extra={"arm_nonprivate_mae": np_mae,
+                                                          "arm_nonprivate_mse": np_mse}))
 
     # -------------------------------------------------------------- shard sweep
     betas = sorted({float(mc.beta) for mc in smooth})
@@ -282,7 +230,6 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         parts = torch.arange(N).view(1, N) if T == 1 else partition(N, T, exp.seed)
         m = parts.shape[1]
         q = m / N
-        sub = _with_data(exp, ds.x_train[parts[0].numpy()], ds.y_train[parts[0].numpy()])
         preds = shard_predictions(exp, parts, x, y, xt)                   # [T, n]
         mean = preds.mean(0)
         own = {"arm_nonprivate_mae": float((mean - yt).abs().mean()),
@@ -291,21 +238,19 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                      "delta": math.nan, "shards": T, "shard_size": m,
                      "mae": own["arm_nonprivate_mae"], "mse": own["arm_nonprivate_mse"], **own})
         if "pate_r" in ps.arms:
-            gs_shard = global_sensitivity(sub, xt)
-            if gs_shard is None:
-                log.warning("skipping pate_r: no global sensitivity for a shard model")
-            else:
-                for mc in glob:
-                    # one substitution moves one shard's clipped prediction by <= GS: the mean by GS/T
-                    rows.append(_row(exp, arm="pate_r", mech=mc, T=T, m=m, pred=mean, yt=yt,
-                                     sens=gs_shard / T, gen_labels=(), extra=own))
+            # a shard model's global sensitivity is the full model's (the range width, or the
+            # trajectory ceiling, depend on the training settings only); one substitution moves
+            # one shard's clipped prediction by <= GS, so the mean by GS/T
+            for mc in glob:
+                rows.append(_row(exp, arm="pate_r", mech=mc, T=T, m=m, pred=mean, yt=yt,
+                                 sens=gs_full / T, gen_labels=(), extra=own))
         if need_agt:
             keep = int(torch.randint(T, (1,), generator=generator_for(exp.seed, "wor-shard", T)))
             if T == 1 and full is not None:
                 sc_c = ShardCertificates(full[1].view(1, -1), {b: full[0].smooth(b) for b in betas},
                                          full[0], full[1], int(full[0].k.numel()))
             else:
-                sc_c = certify_shards(exp, parts, x, y, xt, ps.staircase, betas, keep, progress)
+                sc_c = certify_shards(exp, parts, ps.staircase, betas, keep, progress)
                 drift = float((sc_c.preds - preds).abs().max())
                 if drift > 1e-9:
                     log.warning("T=%d: vectorised and AGT nominal shard predictions differ by %.3g", T, drift)
@@ -319,18 +264,14 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
                 own_j = {"arm_nonprivate_mae": float((pj - yt).abs().mean()),
                          "arm_nonprivate_mse": float(((pj - yt) ** 2).mean()), "wor_shard": keep}
                 for mc in smooth:
-                    d = getattr(mc, "delta", 0.0) if mc.regime == "approx" else 0.0
+                    d = mc.delta_spent
                     try:
                         eb, db = base_budget_wor(epsilon=mc.epsilon, delta=d, q=q)
                     except ValueError as e:
                         log.info("agtr_wor T=%d %s eps=%g skipped: %s", T, mc.name, mc.epsilon, e)
                         continue
-                    kw = {"epsilon": eb}
-                    if mc.regime == "approx":
-                        kw["delta"] = db
-                    if exp.privacy.beta is not None:
-                        kw["beta"] = exp.privacy.beta
-                    mb = MECHANISMS[mc.name](**kw)          # beta rule at (eps_b, delta_b)
+                    # the same release at (eps_b, delta_b), with its beta rule there
+                    mb = type(mc).create(epsilon=eb, delta=db, beta=exp.privacy.beta)
                     rows.append(_row(exp, arm="agtr_wor", mech=mb, T=T, m=m, pred=pj, yt=yt,
                                      sens=sc_c.kept.smooth(mb.beta), gen_labels=(),
                                      base=(mc.epsilon, d), extra=own_j))
@@ -340,7 +281,7 @@ def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     res = pd.DataFrame(rows)
     res.insert(0, "dataset", ds.name)
     res["n_train"], res["n_test"], res["n_draws"], res["seed"] = N, len(yt), exp.privacy.n_draws, exp.seed
-    res["certificate"] = exp.certificate.get("name", "ibp")
+    res["certificate"] = exp.certificate_name
     # the smooth arms' guarantee rests on the staircase proof (privacy/sensitivity.py)
     res["smoothness_proof"] = ~res["arm"].isin(["agtr", "pate_agtr", "agtr_wor"]) | bool(proof)
     res["nonprivate_mae"], res["nonprivate_mse"] = np_mae, np_mse

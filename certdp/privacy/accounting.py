@@ -250,3 +250,119 @@ def pld_laplace_epsilon(*, scale: float, n: int, delta: float, sensitivity: floa
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=float(discretization))
     acc.compose(dp_event.LaplaceDpEvent(noise_multiplier=b / s), n)
     return float(acc.get_epsilon(d))
+
+
+def pld_epsilon(*, epsilon0: float, delta0: float, n: int, delta: float) -> float:
+    """Epsilon at total ``delta`` of n adaptively composed (eps0, delta0)-DP releases, by
+    numerical composition (``dp_accounting`` PLD, pessimistic discretisation) of the
+    (eps0, delta0) dominating pair; the pairs' delta0 mass is inside the PLD.  Used for releases
+    whose noise scale is data-dependent (AGS), where no mechanism-specific PLD applies."""
+    e0 = _check_eps("epsilon0", epsilon0, allow_zero=False)
+    d0 = _check_delta("delta0", delta0)
+    n = _check_n(n)
+    d = _check_delta("delta", delta)
+    import warnings
+    from dp_accounting.pld import common, privacy_loss_distribution as pld
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        # overflow in dp_accounting's tail-mass logs at large eps0: it handles the inf itself
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"dp_accounting\.")
+        p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(e0, d0),
+                                        value_discretization_interval=min(1e-4, e0 / 200))
+        return float(p.self_compose(n).get_epsilon_for_delta(d))
+
+
+# ------------------------------------------------------------------ accountants (registry)
+#
+# An accountant answers one question: which per-release budget (eps0, delta0) may each of n
+# adaptive releases spend so that together they are (eps, delta)-DP.  ``ags.composition=NAME``
+# picks one; a subclass of :class:`Accountant` with a ``name`` registers itself, so adding one
+# is one class (in this file or any imported module).
+
+ACCOUNTANTS: dict[str, type["Accountant"]] = {}
+
+
+class Accountant:
+    """Splits a total budget over n adaptive releases (``per_release``)."""
+
+    name: str = ""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.name:
+            ACCOUNTANTS[cls.name] = cls
+
+    def per_release(self, *, epsilon: float, delta: float, n: int) -> tuple[float, float]:
+        """(eps0, delta0) for each of n releases so that they compose to (epsilon, delta)."""
+        raise NotImplementedError(f"accountant '{self.name}' does not implement per_release")
+
+
+def _bisect(ok, lo: float, hi: float, iters: int = 60) -> float:
+    """Largest x in [lo, hi] with ok(x) (ok monotone: true below a threshold); 0 if none."""
+    if not ok(lo):
+        return 0.0
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class Basic(Accountant):
+    """Basic composition: eps0 = eps/n, delta0 = delta/n (valid for pure and approximate DP)."""
+    name = "basic"
+
+    def per_release(self, *, epsilon, delta, n):
+        return epsilon / n, delta / n
+
+
+class _SplitDelta(Accountant):
+    """delta0 = delta/(2n) to the releases, the slack delta/2 to the composition; eps0 the
+    largest the composition allows, never below the basic split (basic is always valid).
+    Pure DP (delta = 0) composes by basic composition only."""
+
+    def per_release(self, *, epsilon, delta, n):
+        basic = (epsilon / n, delta / n)
+        if n == 1 or delta == 0:
+            return basic
+        d0 = delta / (2 * n)
+        e0 = self.epsilon0(epsilon=epsilon, delta=delta, n=n, delta0=d0)
+        return (e0, d0) if e0 > basic[0] else basic
+
+    def epsilon0(self, *, epsilon, delta, n, delta0) -> float:
+        raise NotImplementedError
+
+
+class Advanced(_SplitDelta):
+    """Advanced composition (Dwork, Rothblum & Vadhan 2010), inverted by bisection."""
+    name = "advanced"
+
+    def epsilon0(self, *, epsilon, delta, n, delta0):
+        return _bisect(lambda e: compose_advanced(epsilon=e, delta=delta0, n=n, delta_prime=delta / 2)[0] <= epsilon,
+                       0.0, epsilon)
+
+
+class Optimal(_SplitDelta):
+    """Optimal homogeneous composition (Kairouz, Oh & Viswanath 2015), exact inverse."""
+    name = "optimal"
+
+    def epsilon0(self, *, epsilon, delta, n, delta0):
+        return optimal_per_release_epsilon(epsilon=epsilon, delta=delta, n=n, delta0=delta0)
+
+
+class PLD(_SplitDelta):
+    """Numerical composition (PLD) of the (eps0, delta0) dominating pairs, inverted by bisection."""
+    name = "pld"
+
+    def epsilon0(self, *, epsilon, delta, n, delta0):
+        return _bisect(lambda e: pld_epsilon(epsilon0=e, delta0=delta0, n=n, delta=delta) <= epsilon,
+                       epsilon / n, epsilon, iters=25)
+
+
+def per_release_budget(name: str, *, epsilon: float, delta: float, n: int) -> tuple[float, float]:
+    """The per-release (eps0, delta0) that accountant ``name`` allows so that n adaptive
+    releases are (epsilon, delta)-DP in total (n = 1: the whole budget)."""
+    if name not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {name!r}; allowed: {', '.join(ACCOUNTANTS)}")
+    return ACCOUNTANTS[name]().per_release(epsilon=epsilon, delta=delta, n=n)

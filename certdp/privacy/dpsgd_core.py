@@ -32,7 +32,7 @@ import torch
 
 from certdp import DTYPE
 
-ACCOUNTANTS = ("prv", "rdp")
+DPSGD_ACCOUNTANTS = ("prv", "rdp")     # Opacus accountants that calibrate DP-SGD noise
 
 
 @functools.lru_cache(maxsize=256)

@@ -211,11 +211,6 @@ class Staircase:
         s = (self.a_bar.unsqueeze(-2) * w).amax(-1)                           # [..., B]
         return s.squeeze(-1) if beta.dim() == 0 else s
 
-    def argmax_k(self, beta: float) -> torch.Tensor:
-        """Radius r_j of the term attaining the maximum (per row)."""
-        w = torch.exp(-max(beta - DISCOUNT_SLACK, 0.0) * self.phi.to(self.a_bar.dtype))
-        return self.k[(self.a_bar * w).argmax(-1)]
-
 
 def _cross(lo_a, hi_a, lo_b, hi_b) -> torch.Tensor:
     """Largest l1 distance between a point of box a and a point of box b (last axis summed)."""

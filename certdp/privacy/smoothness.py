@@ -12,7 +12,8 @@ labels far outside the data at ordinary features, bias-only records) at the inde
 uses most, compares *every* pair of datasets that differ there (all are neighbours of each other),
 evaluates small beta too (where one staircase step between neighbours is most visible), and then
 moves the records attaining the extremes (scaling features or labels, flipping signs).
-:func:`smoothness_policy` / :func:`release_proof` implement ``privacy.smoothness``.
+:data:`POLICIES` are the values of ``privacy.smoothness`` (parsed by :mod:`certdp.settings`);
+:func:`release_proof` implements them.
 """
 
 from __future__ import annotations
@@ -50,16 +51,6 @@ def require_covered(cert) -> None:
 
 
 POLICIES = ("proven", "unproven")
-
-
-def smoothness_policy(cfg: dict) -> str:
-    """``privacy.smoothness``: ``proven`` (default) refuses a smooth release whose engine the
-    proof does not cover; ``unproven`` runs it and marks every row ``smoothness_proof=False``
-    (the paper's numbers, reproduced knowingly; not a DP guarantee)."""
-    v = (cfg.get("privacy") or {}).get("smoothness", "proven")
-    if v not in POLICIES:
-        raise ConfigError("privacy.smoothness", f"unknown '{v}'; allowed: {', '.join(POLICIES)}")
-    return v
 
 
 def release_proof(cert, policy: str) -> bool:

@@ -21,7 +21,7 @@ accuracy is the paper's protocol; its own privacy cost (Papernot & Steinke 2022)
 accounted here: a single fraction and allocation gives the strict (eps, delta) guarantee.
 
 The data are the ``sst2`` dataset's split (:mod:`.data`); every unit of work is resumable from
-``hybrid.work_dir`` (:mod:`.store`).  Modules: :mod:`.settings` (the configuration),
+``hybrid.work_dir`` (:mod:`.store`).  Modules: :mod:`certdp.settings.hybrid` (the configuration),
 :mod:`.data`, :mod:`.encoder`, :mod:`.lora`, :mod:`.heads`, :mod:`.runner` (:func:`run`).
 """
 

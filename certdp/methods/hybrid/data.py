@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from certdp.data.sources import DataUnavailable
 from certdp.data.text import TextPart, load_texts
 from certdp.errors import ConfigError
-from certdp.methods.hybrid.settings import HybridSettings
+from certdp.settings.hybrid import HybridSettings
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,12 @@ def _parts_digest(*parts: TextPart) -> str:
     return h.hexdigest()[:16]
 
 
-def load_sst2(s: HybridSettings) -> SST2:
+def load_split(s: HybridSettings) -> SST2:
     """The ``sst2`` split of :func:`certdp.data.text.load_texts` for the run seed, with the
     whole private pool (``dataset.n_private`` is applied by :func:`private_subset`)."""
     try:
-        # n_test_eval is the hybrid's own evaluation subset, not a setting of the sst2 dataset
-        ds_cfg = {k: v for k, v in s.dataset.items() if k != "n_test_eval"}
-        sp = load_texts("sst2", {**ds_cfg, "n_private": None}, s.seed)
+        # s.dataset holds the sst2 dataset's settings only (n_test_eval is the hybrid's own)
+        sp = load_texts("sst2", {**s.dataset, "n_private": None}, s.seed)
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     test = sp.test.first(s.n_test_eval) if s.n_test_eval else sp.test

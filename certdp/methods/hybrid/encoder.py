@@ -24,7 +24,7 @@ from certdp.data.encoders import MODELS, embed, load_encoder
 from certdp.data.sources import resolve_model
 from certdp.data.text import TextPart
 from certdp.errors import ConfigError
-from certdp.methods.hybrid.settings import HybridSettings, LoraSettings
+from certdp.settings.hybrid import HybridSettings, LoraSettings
 from certdp.methods.hybrid.store import load_torch
 
 

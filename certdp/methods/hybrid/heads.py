@@ -1,6 +1,6 @@
 """The classification heads on PCA features of an (adapted or frozen) encoder.
 
-* **AGS head** (:func:`ags_certificate`, :func:`ags_release`): a logistic head (P = 2 (k + 1)
+* **AGS head** (:func:`certify_head`, :func:`ags_release`): a logistic head (P = 2 (k + 1)
   parameters on PCA-k features) trained by contractive clipped full-batch GD (the nominal
   algorithm of :mod:`certdp.training`), certified by AGT for k = 1..``head.k_max`` (and N), and
   released once with a P-parameter smooth-sensitivity mechanism of
@@ -32,13 +32,14 @@ from certdp.agt import run_agt
 from certdp.bounds import get_certificate
 from certdp.data.features import fit_public_pca
 from certdp.data.text import TextPart
-from certdp.methods.ags import trivial_cover
-from certdp.methods.common import generator_for
-from certdp.methods.hybrid.settings import HybridSettings
+from certdp.certify import require_finite, trivial_cover
+from certdp.privacy.smoothness import release_proof
+from certdp.seeding import generator_for
+from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_torch, save_torch
 from certdp.models import build_model
 from certdp.privacy.dpsgd_core import calibrated_noise, dpsgd_poisson, poisson_schedule
-from certdp.privacy.mechanisms import parameter_mechanism
+from certdp.privacy.mechanisms import make_mechanism
 from certdp.privacy.sensitivity import staircase
 from certdp.training import TrainSettings
 
@@ -107,10 +108,11 @@ def head_train_settings(s: HybridSettings) -> TrainSettings:
     return TrainSettings(steps=h.steps, lr=h.lr, clip=h.clip, batch_size=None, contraction=h.contraction, seed=s.seed)
 
 
-def ags_certificate(s: HybridSettings, f: Features, key: str, *, progress: bool) -> dict:
-    """Nominal head and its AGT envelopes (``head.certificate``, k = 1..k_max and N) on the
-    private features, plus the anisotropic weights from the same certificate on the public
-    features; cached in the work folder under ``key`` and the head settings."""
+def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) -> dict:
+    """The head's envelopes: nominal head and its AGT envelopes (``head.certificate``,
+    k = 1..k_max and N) on the private features, plus the anisotropic weights from the same
+    engine on the public features; a dict of tensors cached in the work folder under ``key``
+    and the head settings."""
     path = s.work_dir / "ags" / f"{digest('ags', key, s.head, s.seed, f.x_priv.shape)}.pt"
     if path.exists():
         return load_torch(path)
@@ -118,13 +120,13 @@ def ags_certificate(s: HybridSettings, f: Features, key: str, *, progress: bool)
     model = head_model(d)
     ts = head_train_settings(s)
     n = f.x_priv.shape[0]
-    ks = sorted({min(k, n) for k in range(1, s.head.k_max + 1)} | ({n} if s.head.include_n else set()))
-    cert = get_certificate(s.head.certificate)
+    ks = sorted(set(range(1, min(s.head.k_max, n) + 1)) | ({n} if s.head.include_n else set()))
+    engine = get_certificate(s.head.certificate)
     theta0 = model.init(s.seed)
     t0 = time.perf_counter()
-    env = run_agt(model, theta0, f.x_priv, f.y_priv, ts, ks, certificate=cert, progress=progress)
+    env = run_agt(model, theta0, f.x_priv, f.y_priv, ts, ks, certificate=engine, progress=progress)
     secs = time.perf_counter() - t0
-    env_pub = run_agt(model, theta0, f.x_pub, f.y_pub, ts, [1], certificate=cert, progress=False)
+    env_pub = run_agt(model, theta0, f.x_pub, f.y_pub, ts, [1], certificate=engine, progress=False)
     w = (env_pub.hi[0] - env_pub.lo[0]).clamp(min=0)
     w = (w / w.mean().clamp(min=1e-300)).clamp(min=1e-3)
     out = {"k": env.k_values, "lo": env.lo, "hi": env.hi, "nominal": env.nominal, "weights": w,
@@ -134,26 +136,27 @@ def ags_certificate(s: HybridSettings, f: Features, key: str, *, progress: bool)
     return out
 
 
-def ags_release(s: HybridSettings, cert: dict, f: Features, *, epsilon: float, delta: float, release: str,
+def ags_release(s: HybridSettings, env: dict, f: Features, *, epsilon: float, delta: float, release: str,
                 allocation: str, label) -> dict:
     """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies;
     ``smoothness_proof``: whether the head's staircase is provably beta-smooth (the release-proof
     policy ``privacy.smoothness``, certdp/privacy/smoothness.py; a refusal otherwise)."""
-    from certdp.privacy.smoothness import release_proof
     proof = release_proof(get_certificate(s.head.certificate), s.smoothness)
-    model = head_model(cert["d"])
+    model = head_model(env["d"])
     P = model.n_params
-    w = cert["weights"] if allocation == "anisotropic" else torch.ones(P, dtype=DTYPE)
+    w = env["weights"] if allocation == "anisotropic" else torch.ones(P, dtype=DTYPE)
     per_coord = trivial_cover(head_train_settings(s), P, (0, s.head.steps)) / P
     cover = float((per_coord / w).sum())
-    sc = staircase(cert["lo"] / w, cert["hi"] / w, cert["nominal"] / w, cert["k"], n_total=cert["n"],
+    sc = staircase(env["lo"] / w, env["hi"] / w, env["nominal"] / w, env["k"], n_total=env["n"],
                    global_sensitivity=cover)
-    mech = parameter_mechanism(release, epsilon=epsilon, n_params=P, delta=delta, beta=s.head.beta)
+    require_finite(sc.a_bar, what="the head's parameter staircase is", key="head.lr",
+                   allowed="a smaller head.lr or head.clip")
+    mech = make_mechanism(release, query="parameter", epsilon=epsilon, n_params=P, delta=delta, beta=s.head.beta)
     u = float(sc.smooth(mech.beta))
     gen = generator_for(s.seed, "hybrid-ags", label, release, allocation, epsilon)
     z = mech.sample(gen, (s.head.n_draws, P))
-    acc_pub, acc_test = heads_accuracy(s, model, cert["nominal"] + w * (mech.scale(u) * z), f)
-    _, nom_test = heads_accuracy(s, model, cert["nominal"].unsqueeze(0), f)
+    acc_pub, acc_test = heads_accuracy(s, model, env["nominal"] + w * (mech.scale(u) * z), f)
+    _, nom_test = heads_accuracy(s, model, env["nominal"].unsqueeze(0), f)
     return {"u": u, "beta": float(mech.beta), "scale": float(mech.scale(u)), "regime": mech.regime,
             "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0]),
             "smoothness_proof": proof}

@@ -27,9 +27,9 @@ import torch
 from tqdm.auto import tqdm
 
 from certdp.data.text import TextPart
-from certdp.methods.common import generator_for
+from certdp.seeding import generator_for
 from certdp.methods.hybrid.encoder import Adapter, LoraClassifier, micro_batches, pad
-from certdp.methods.hybrid.settings import HybridSettings
+from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_json, load_torch, save_json, save_torch
 from certdp.privacy.dpsgd_core import calibrated_noise, clip_factors, poisson_dpsgd, poisson_schedule
 

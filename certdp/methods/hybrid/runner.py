@@ -9,12 +9,11 @@ import time
 import pandas as pd
 import torch
 
-from certdp.methods.hybrid.data import SST2, load_sst2, private_subset
+from certdp.methods.hybrid.data import SST2, load_split, private_subset
 from certdp.methods.hybrid.encoder import AdaptedEncoder, embeddings, encoder_folder, frozen_encoder
-from certdp.methods.hybrid.heads import (ags_certificate, ags_release, dpsgd_head, margin_accuracy,
-                                         pca_features)
+from certdp.methods.hybrid.heads import ags_release, certify_head, dpsgd_head, margin_accuracy, pca_features
 from certdp.methods.hybrid.lora import finetune
-from certdp.methods.hybrid.settings import HybridSettings, hybrid_settings
+from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_json, save_json
 from certdp.metrics import quantile_summary
 
@@ -42,7 +41,7 @@ class _Work:
         self.s, self.data, self.progress = s, data, progress
         self.folder = encoder_folder(s)
         self.frozen = frozen_encoder(s)
-        self._adapters, self._features, self._certs = {}, {}, {}
+        self._adapters, self._features, self._envelopes = {}, {}, {}
 
     def adapter(self, n, eps1: float):
         k = (n, round(eps1, 10))
@@ -62,19 +61,18 @@ class _Work:
                                              parts)
         return self._features[k]
 
-    def certificate(self, n, adapter):
+    def envelopes(self, n, adapter):
         k = (n, adapter.key if adapter else "frozen")
-        if k not in self._certs:
+        if k not in self._envelopes:
             tag = f"{self.s.encoder}-len{self.s.max_seq_length}-{k[1]}-{self.data.key}"
-            self._certs[k] = ags_certificate(self.s, self.features(n, adapter), tag, progress=self.progress)
-        return self._certs[k]
+            self._envelopes[k] = certify_head(self.s, self.features(n, adapter), tag, progress=self.progress)
+        return self._envelopes[k]
 
 
-def run(cfg: dict, *, progress: bool = True) -> dict[str, pd.DataFrame]:
+def run(s: HybridSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     """Every cell's rows (cached per cell in ``hybrid.work_dir``) and the accounting of the chosen ones."""
-    s = hybrid_settings(cfg)
     t_start = time.perf_counter()
-    data = load_sst2(s)
+    data = load_split(s)
     cells = plan_cells(s)
     for n, _, sweep in cells:               # a private set larger than the pool fails before any work
         private_subset(data, n, key="dataset.n_private" if sweep == "epsilon" else "hybrid.size_sweep.n_private")
@@ -117,12 +115,12 @@ def _accounting_frame(results: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _head_fields(s: HybridSettings, r: dict, f, cert: dict) -> dict:
+def _head_fields(s: HybridSettings, r: dict, f, env: dict) -> dict:
     """The result columns every AGS-head row shares (hybrid and frozen_ags arms)."""
     return {"u": r["u"], "beta": r["beta"], "noise_scale": r["scale"], "n_draws": s.head.n_draws,
             "smoothness_proof": r["smoothness_proof"],
             "nonprivate_head_accuracy": r["nonprivate_head_accuracy"], "pca_explained": f.explained,
-            "certify_seconds": cert["seconds"],
+            "certify_seconds": env["seconds"],
             **quantile_summary(r["acc_test"], "accuracy_"), **quantile_summary(r["acc_pub"], "public_accuracy_")}
 
 
@@ -153,26 +151,26 @@ def _cell(s: HybridSettings, work: _Work, n, eps: float, cells) -> list[dict]:
             cand = []
             for e1 in eps1_candidates(s, eps, n, cells):
                 ad = work.adapter(n, e1)
-                f, cert = work.features(n, ad), work.certificate(n, ad)
+                f, env = work.features(n, ad), work.envelopes(n, ad)
                 for alloc in s.head.allocations:
-                    r = ags_release(s, cert, f, epsilon=eps - e1, delta=d2, release=release, allocation=alloc,
+                    r = ags_release(s, env, f, epsilon=eps - e1, delta=d2, release=release, allocation=alloc,
                                     label=(n_eff, ad.key))
                     cand.append({**base, "arm": "hybrid", "head_release": release, "allocation": alloc,
                                  "split_fraction": e1 / eps, "eps1": e1, "delta1": d1,
                                  "eps1_certified": ad.meta["eps1_certified"], "eps2": eps - e1,
                                  "delta2": 0.0 if pure else d2, "sigma": ad.meta["sigma"], "steps": ad.meta["steps"],
-                                 **_head_fields(s, r, f, cert)})
+                                 **_head_fields(s, r, f, env)})
             rows += _choose(cand)
         if "frozen_ags" in s.arms:
-            f, cert = work.features(n, None), work.certificate(n, None)
+            f, env = work.features(n, None), work.envelopes(n, None)
             delta2 = 0.0 if pure else s.delta
             cand = []
             for alloc in s.head.allocations:
-                r = ags_release(s, cert, f, epsilon=eps, delta=delta2, release=release, allocation=alloc,
+                r = ags_release(s, env, f, epsilon=eps, delta=delta2, release=release, allocation=alloc,
                                 label=(n_eff, "frozen"))
                 cand.append({**base, "arm": "frozen_ags", "head_release": release, "allocation": alloc,
                              "split_fraction": 0.0, "eps1": 0.0, "delta1": 0.0, "eps1_certified": 0.0, "eps2": eps,
-                             "delta2": delta2, **_head_fields(s, r, f, cert)})
+                             "delta2": delta2, **_head_fields(s, r, f, env)})
             rows += _choose(cand)
     if "frozen_dpsgd" in s.arms:
         r = dpsgd_head(s, work.features(n, None), epsilon=eps, delta=s.delta, label=n_eff)

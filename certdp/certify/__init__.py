@@ -1,0 +1,21 @@
+"""The certification layer: what every runner does between its settings and its results.
+
+:func:`build_experiment` loads the data and bundles everything a step needs into one
+:class:`Experiment` (settings, dataset, model, the engine built once, tensors, batch plan, radii),
+refusing before any training what the data makes impossible.  :mod:`.core` trains nominally
+(:func:`nominal`), certifies envelopes (:func:`envelopes`, one window or the whole run), and builds
+the two staircases: of the clipped prediction per test point (:func:`prediction_staircase`,
+AGT-R, PATE, audit) and of the parameter vector (:func:`parameter_staircase`,
+:func:`certify_window`, AGS and the hybrid's head), with the global sensitivities they are capped
+by; every boundary checks its values finite.  Runners (``certdp.methods``) import this layer and
+never each other.
+"""
+
+from certdp.certify.core import (certify_predictions, certify_window, check_prediction_radii, envelopes,
+                                 global_sensitivity, nominal, parameter_staircase, prediction_staircase,
+                                 release_errors, trajectory_ceiling, trivial_cover)
+from certdp.certify.experiment import Experiment, build_experiment, require_finite
+
+__all__ = ["Experiment", "build_experiment", "require_finite", "nominal", "envelopes", "certify_predictions",
+           "prediction_staircase", "global_sensitivity", "check_prediction_radii", "trajectory_ceiling",
+           "release_errors", "trivial_cover", "parameter_staircase", "certify_window"]

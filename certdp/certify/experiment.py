@@ -1,0 +1,157 @@
+"""The experiment: the dataset, model, engine, tensors, batch plan and radii of one run, built
+once from the settings, with every check that needs the data done before any training."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from certdp import DTYPE
+from certdp.bounds import check_supported
+from certdp.bounds.base import Certificate
+from certdp.bounds.shared import SharedBoxes
+from certdp.data import Dataset, load_dataset
+from certdp.errors import ConfigError
+from certdp.models import ModelSpec, build_model
+from certdp.privacy.smoothness import release_proof
+from certdp.settings import ExperimentSettings
+from certdp.settings.training import StaircaseSettings
+from certdp.training import TrainSettings, batch_plan
+
+log = logging.getLogger("certdp")
+
+TASKS = {"regression": ("regression",), "classification": ("binary", "multiclass"),
+         "any": ("regression", "binary", "multiclass")}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What every certification step takes: the settings, the loaded dataset, the model, the
+    certificate engine (built once), the training and test tensors, the fixed batch plan and the
+    radii K for this training set, and whether the smooth releases carry the smoothness proof.
+
+    ``x, y`` are the private training records ([N, d], [N]); ``xt, yt`` the test queries.  Labels
+    are float64 targets (regression) or the dataset's class labels (classification)."""
+    settings: ExperimentSettings
+    dataset: Dataset
+    model: ModelSpec
+    engine: Certificate
+    x: torch.Tensor
+    y: torch.Tensor
+    xt: torch.Tensor
+    yt: torch.Tensor
+    plan: torch.Tensor
+    ks: tuple[int, ...]
+    smoothness_proof: bool = True
+
+    @property
+    def train(self) -> TrainSettings:
+        return self.settings.train
+
+    @property
+    def privacy(self):
+        return self.settings.privacy
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
+
+    @property
+    def n_train(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def certificate_name(self) -> str:
+        """The configured engine's name (results' ``certificate`` column)."""
+        return self.settings.certificate.name
+
+    def on_data(self, x, y, *, staircase: StaircaseSettings | None = None) -> "Experiment":
+        """The same experiment trained on another dataset of the same kind (a shard, a subset,
+        a neighbour): its batch plan and radii (``staircase``, default the run's) follow the new
+        size N, and so does everything that reads ``dataset.n_train``."""
+        xn = x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+        yn = y.numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        ds = dataclasses.replace(self.dataset, x_train=xn, y_train=yn)
+        xt_, yt_ = _tensors(ds)[:2]
+        n = int(xn.shape[0])
+        sc = staircase or self.settings.staircase
+        return dataclasses.replace(self, dataset=ds, x=xt_, y=yt_, plan=batch_plan(n, self.train),
+                                   ks=tuple(sc.radii(n)))
+
+
+def _tensors(ds: Dataset):
+    x = torch.as_tensor(ds.x_train, dtype=DTYPE)
+    xt = torch.as_tensor(ds.x_test, dtype=DTYPE)
+    if ds.task == "regression":
+        y, yt = torch.as_tensor(ds.y_train, dtype=DTYPE), torch.as_tensor(ds.y_test, dtype=DTYPE)
+    else:
+        y, yt = torch.as_tensor(ds.y_train), torch.as_tensor(ds.y_test)
+    return x, y, xt, yt
+
+
+def _model(settings: ExperimentSettings, ds: Dataset) -> ModelSpec:
+    """The model of ``model``/``dataset.model`` for the dataset's task: regression trains the
+    configured loss (mse); binary labels train the hinge (the logistic model: softmax CE), several
+    classes the softmax CE.  An explicit ``model.loss`` that the task cannot use is refused."""
+    ms = settings.model
+    n_out = ds.n_classes if ds.task == "multiclass" else 1
+    if ds.task == "regression":
+        loss = ms.loss or "mse"
+        allowed = ("mse",)
+    else:
+        loss = "hinge" if ds.task == "binary" and ms.arch != "logistic" else "ce"
+        allowed = (loss,)
+    if ms.loss is not None and ms.loss not in allowed:
+        raise ConfigError("model.loss", f"got '{ms.loss}' (not a loss for the {ds.task} task of '{ds.name}' with "
+                                        f"model {ms.arch}); allowed: {', '.join(allowed)}, or null")
+    return build_model(ms.arch, ds.n_features, hidden=ms.hidden, n_out=n_out or 1, loss=loss)
+
+
+def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_release: bool = False,
+                     share_ratio: float | None = None) -> Experiment:
+    """Load the dataset and build the experiment; refuse, before any training, a dataset of the
+    wrong ``task`` (regression | classification | any), a model the engine cannot bound, and a
+    smooth release (``smooth_release``) whose staircase the smoothness proof does not cover
+    (unless ``privacy.smoothness=unproven``).  ``share_ratio`` wraps the engine in
+    :class:`~certdp.bounds.shared.SharedBoxes` (``ags.share_ratio``)."""
+    ds = load_dataset(dict(settings.dataset), settings.seed)
+    if ds.task not in TASKS[task]:
+        cmd = settings.command
+        other = "certdp agtr" if ds.task == "regression" else "certdp ags"
+        raise ConfigError("dataset", f"certdp {cmd} needs a {task} dataset; '{ds.name}' is a {ds.task} task "
+                                     f"(use {other})")
+    model = _model(settings, ds)
+    engine = settings.certificate.engine
+    check_supported(engine, model)
+    if share_ratio:
+        engine = SharedBoxes(engine, share_ratio)
+    proof = release_proof(engine, settings.privacy.smoothness) if smooth_release else True
+    x, y, xt, yt = _tensors(ds)
+    n = ds.n_train
+    return Experiment(settings, ds, model, engine, x, y, xt, yt, batch_plan(n, settings.train),
+                      tuple(settings.staircase.radii(n)), proof)
+
+
+# --------------------------------------------------------------------------- finite checks
+def diverged_at(exp: Experiment, theta0: torch.Tensor) -> int:
+    """The first step (1-based) after which nominal training from ``theta0`` has a non-finite
+    parameter (replayed step by step; called only once a run has diverged)."""
+    from certdp.training import train
+    theta = theta0
+    for t in range(exp.train.steps):
+        theta = train(exp.model, theta, exp.x, exp.y, exp.train, plan=exp.plan, steps=range(t, t + 1))
+        if not torch.isfinite(theta).all():
+            return t + 1
+    return exp.train.steps
+
+
+def require_finite(value: torch.Tensor, *, what: str, key: str = "train.lr",
+                   allowed: str = "a smaller train.lr or train.clip (the bounds overflowed float64)") -> None:
+    """A one-line refusal naming ``key`` when ``value`` holds a NaN or an infinity."""
+    t = torch.as_tensor(value)
+    if not torch.isfinite(t).all():
+        raise ConfigError(key, f"{what} not finite; allowed: {allowed}")

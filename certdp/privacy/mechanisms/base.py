@@ -1,0 +1,151 @@
+"""The release interface: a :class:`Mechanism` is a frozen description of one noisy release.
+
+Every mechanism releases q(D) + scale * Z for a scalar or vector query q; ``scale(sensitivity)``
+maps the (smooth or global) l1 sensitivity to the noise scale and ``sample(generator, shape)``
+draws standard noise Z.  Adjacency is substitution (d(D, D') = 1).  What a subclass declares:
+
+==============  =================================================================================
+``name``        the name ``privacy.releases`` uses (a subclass with a name registers itself)
+``kind``        ``smooth`` (calibrated to a beta-smooth bound S(D): has ``beta`` and ``max_beta()``)
+                or ``global`` (calibrated to the global sensitivity; ``beta`` is 0)
+``query``       ``prediction`` (one value per test point, AGT-R) or ``parameter`` (the whole
+                parameter vector of P coordinates, AGS; takes ``n_params``)
+``regime``      ``pure`` (delta = 0) or ``approx`` (takes ``delta``)
+docstring       its first paragraph is what ``certdp list`` prints
+==============  =================================================================================
+
+Subclasses are frozen dataclasses whose fields are among ``epsilon``, ``delta``, ``n_params``
+and ``beta``; :meth:`Mechanism.create` passes each the budget arguments it declares, so no caller
+needs to know which mechanism takes which.  The beta rule of each lives with it (``max_beta``,
+checked in ``__post_init__``), nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+import torch
+
+from certdp.errors import ConfigError
+
+KINDS = ("smooth", "global")
+QUERIES = ("prediction", "parameter")
+
+REGISTRY: dict[str, type["Mechanism"]] = {}
+
+
+def check_epsilon(eps: float) -> None:
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ConfigError("privacy.epsilons", f"every epsilon must be a finite number > 0 (got {eps})")
+
+
+def check_delta(delta: float) -> None:
+    if not 0 < delta < 1:
+        raise ConfigError("privacy.delta", f"delta must be in (0, 1) (got {delta})")
+
+
+def check_beta(beta: float, limit: float, name: str, strict: bool = False) -> None:
+    """``0 < beta <= limit`` (``< limit`` when ``strict``), finite; else a one-line refusal."""
+    ok = math.isfinite(beta) and 0 < beta and (beta < limit if strict else beta <= limit)
+    if not ok:
+        rel = "<" if strict else "<="
+        raise ConfigError("privacy.beta", f"{name} needs 0 < beta {rel} {limit:.6g} (got {beta:.6g})")
+
+
+def check_n_params(p) -> None:
+    if not (isinstance(p, int) and p >= 1):
+        raise ConfigError("model", f"the number of released parameters must be an integer >= 1 (got {p!r})")
+
+
+def cauchy_noise(g: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
+    """Standard Cauchy draws by inversion (one uniform each)."""
+    u = torch.rand(shape, generator=g, dtype=dtype)
+    return torch.tan(math.pi * (u - 0.5))
+
+
+def laplace_noise(g: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
+    """Standard Laplace draws by inversion (one uniform each)."""
+    u = torch.rand(shape, generator=g, dtype=dtype) - 0.5
+    return -torch.sign(u) * torch.log1p(-2 * u.abs())
+
+
+def gaussian_noise(g: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
+    return torch.randn(shape, generator=g, dtype=dtype)
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest sigma with N(0, sigma^2) (eps, delta)-DP for l2 sensitivity 1 (Balle & Wang 2018):
+    delta(sigma) = Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D)."""
+    from scipy.stats import norm
+
+    def dlt(sig):
+        a, b = 1 / (2 * sig), epsilon * sig
+        if epsilon < 700:
+            return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b)
+        # e^eps overflows a float above eps ~ 709: multiply in logs (a + b >= sqrt(2 eps), so
+        # log Phi(-a - b) <= -eps and the product stays below 1)
+        return norm.cdf(a - b) - math.exp(epsilon + norm.logcdf(-a - b))
+
+    lo, hi = 1e-6, 1.0
+    while dlt(hi) > delta:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if dlt(mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi * sensitivity
+
+
+class Mechanism:
+    """Base class of the releases (see the module docstring for what a subclass declares)."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    query: ClassVar[str] = ""
+    regime: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if not cls.name:
+            return
+        for attr, allowed in (("kind", KINDS), ("query", QUERIES), ("regime", ("pure", "approx"))):
+            if getattr(cls, attr) not in allowed:
+                raise TypeError(f"mechanism {cls.__name__}: {attr} must be one of {', '.join(allowed)}")
+        if not (cls.__doc__ or "").strip():
+            raise TypeError(f"mechanism {cls.__name__} needs a docstring (its first paragraph is its help)")
+        REGISTRY[cls.name] = cls
+
+    @classmethod
+    def create(cls, *, epsilon: float, delta: float | None = None, beta: float | None = None,
+               n_params: int | None = None) -> "Mechanism":
+        """The mechanism at this budget: each declared field gets its argument (``beta=None``:
+        the mechanism's own rule; ``delta`` only where the regime is approximate)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kw: dict = {"epsilon": epsilon}
+        if "delta" in fields:
+            kw["delta"] = delta
+        if "n_params" in fields:
+            kw["n_params"] = n_params
+        if "beta" in fields and beta is not None:
+            kw["beta"] = beta
+        return cls(**kw)
+
+    @classmethod
+    def help(cls) -> str:
+        """The first paragraph of the class docstring, on one line."""
+        return " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+
+    @property
+    def delta_spent(self) -> float:
+        """The delta of the guarantee: ``delta`` for approximate DP, 0 for pure DP."""
+        return float(getattr(self, "delta", 0.0)) if self.regime == "approx" else 0.0
+
+    def scale(self, sensitivity):
+        raise NotImplementedError(f"mechanism '{self.name}' does not implement scale")
+
+    def sample(self, generator: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
+        raise NotImplementedError(f"mechanism '{self.name}' does not implement sample")

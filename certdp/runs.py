@@ -1,0 +1,292 @@
+"""Running one job of a command: its run folder, its signals, its one-line failures.
+
+A job computes into a staging folder beside its final place and is moved there only when every
+file is written (:mod:`certdp.results`); SIGINT and SIGTERM are handled alike (nothing
+half-written, exit 128 + signum); every refusal is one line ``certdp: error: <key>: ...`` and
+exit 2.  :class:`RunGuard` (a Hydra callback, ``configs/base.yaml``) refuses a taken run folder
+or an unwritable ``out_root`` before Hydra creates anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import typer
+
+from certdp import results
+from certdp.errors import ConfigError
+from certdp.settings import parse as parse_settings
+
+log = logging.getLogger("certdp")
+
+
+def fail(message: str, code: int = 2):
+    typer.echo(f"certdp: error: {message}", err=True)
+    raise SystemExit(code)
+
+
+# ------------------------------------------------------------------------------- logging
+LOG_FORMAT, LOG_DATEFMT = "[%(asctime)s] %(message)s", "%H:%M:%S"
+
+
+@contextlib.contextmanager
+def log_handler(handler: logging.Handler, loggers: tuple[str, ...] = ("certdp",)):
+    """Log ``loggers`` at INFO through ``handler`` alone for the duration of the block, then
+    remove and close exactly that handler and restore each logger's level and propagation.
+
+    certdp installs its own handlers instead of letting Hydra configure logging: Hydra's
+    configuration (``logging.config.dictConfig``) closes every handler in the process, and a
+    handler of another library (absl's, for one) closes the stream it writes to, which may be
+    a caller's stream that outlives the command (a test capturing stderr).  The messages do
+    not propagate to the root logger during the block, so a root handler that a library
+    installed on import (opacus calls ``logging.basicConfig`` on stderr) does not repeat them
+    on stderr, where a refusal must stay one line."""
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    saved = []
+    for name in loggers:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    try:
+        yield handler
+    finally:
+        for lg, level, propagate in saved:
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+        handler.close()
+
+
+def console_log():
+    """The console log of a command: certdp's messages and Hydra's (a sweep's "Launching 2
+    jobs") on standard output, as ``sys.stdout`` is now (a :class:`logging.StreamHandler`
+    never closes its stream)."""
+    return log_handler(logging.StreamHandler(sys.stdout), ("certdp", "hydra"))
+
+
+def file_log(path: Path):
+    """A run's ``log.txt`` (opened now, closed when the run ends): certdp's messages."""
+    return log_handler(logging.FileHandler(path, encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------------- signals
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+_SIGNALS: dict = {"defer": False, "pending": None}
+STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
+
+
+def _on_signal(signum, frame) -> None:
+    if _SIGNALS["defer"]:
+        _SIGNALS["pending"] = signum        # raised once the run directory is in place
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handle_signals():
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while a command runs."""
+    old = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, _on_signal)
+    except ValueError:                      # not the main thread: leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Let a run's final renames finish before a signal is acted on."""
+    _SIGNALS["defer"], _SIGNALS["pending"] = True, None
+    try:
+        yield
+    finally:
+        _SIGNALS["defer"] = False
+        pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
+        if pending is not None:
+            raise Interrupted(pending)
+
+
+def ignore_signals() -> None:
+    """During cleanup after an interruption a second signal must not cut the cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:
+            pass
+
+
+def interrupted(e: KeyboardInterrupt, what: str) -> None:
+    signum = getattr(e, "signum", signal.SIGINT)
+    typer.echo(f"certdp: interrupted by {signal.Signals(signum).name}; {what}", err=True)
+    raise SystemExit(128 + signum)
+
+
+# ------------------------------------------------------------------------------- run folders
+_IO_WHAT = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+            errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+            errno.ENOTDIR: "a part of the path is a file, not a folder", errno.EEXIST: "a file is in the way",
+            errno.ENAMETOOLONG: "file name too long"}
+
+
+def io_error_message(e: OSError, out_root: str | os.PathLike | None = None) -> str:
+    """One line for an OSError: which key (out_root when the path lies below it), what went
+    wrong, what to do."""
+    what = _IO_WHAT.get(e.errno, e.strerror or str(e))
+    path = e.filename or ""
+    below = False
+    if out_root is not None and path:
+        root = os.path.abspath(out_root)
+        p = os.path.abspath(path)
+        below = p == root or p.startswith(root.rstrip(os.sep) + os.sep) or root.startswith(p.rstrip(os.sep) + os.sep)
+    if below or (out_root is not None and not path):
+        return (f"out_root: cannot write into {out_root} ({what}); nothing was written; "
+                "free some space or set out_root=DIR to a writable folder")
+    return f"{path or 'file'}: {what}; check the path and its permissions"
+
+
+def _overwrite_flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    fail(f"overwrite: must be true or false (got {value!r}); true replaces a finished run in the same folder")
+
+
+def _run_paths(output_dir, key: str) -> "results.RunPaths":
+    try:
+        return results.RunPaths.from_output_dir(output_dir)
+    except ValueError as e:
+        fail(f"{key}: {e}; leave it to certdp's default or end it with ${{certdp.incomplete:}}")
+
+
+def _refuse_taken(paths: "results.RunPaths", overwrite: bool) -> None:
+    try:
+        results.check_free(paths.final, overwrite=overwrite)
+    except results.RunExists as e:
+        fail(f"run: {e.path} {e.reason}; pass overwrite=true to replace it, or choose another run=NAME")
+
+
+try:
+    from hydra.experimental.callback import Callback as _HydraCallback
+except ImportError:                          # pragma: no cover - hydra is a dependency
+    _HydraCallback = object
+
+
+class RunGuard(_HydraCallback):
+    """Hydra callback (``hydra.callbacks.run_guard`` in ``configs/base.yaml``): before Hydra
+    creates the output folder, refuse a taken run folder and an unwritable ``out_root`` with a
+    one-line error (exit 2) instead of Hydra's traceback."""
+
+    def on_run_start(self, config, **kwargs) -> None:
+        paths = _run_paths(str(config.hydra.run.dir), "hydra.run.dir")
+        _refuse_taken(paths, _overwrite_flag(config.get("overwrite", False)))
+        self._writable(paths.staging, config)
+        STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self._writable(Path(os.path.abspath(str(config.hydra.sweep.dir))), config)
+
+    @staticmethod
+    def _writable(folder: Path, config) -> None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(io_error_message(e, str(config.get("out_root", folder))))
+
+
+def execute(command: str, target: str, cfg, out_dir: Path) -> None:
+    """Run one job (called inside Hydra with its output folder, the run's staging folder):
+    compute, write every file into the staging folder, then move it into place.
+
+    Every refusal is one line and exit 2 (bad settings, missing data, a taken run folder, a
+    write error such as a full disk); SIGINT/SIGTERM exit 130/143.  In each of these cases the
+    staging folder is deleted, so no partial results remain."""
+    from omegaconf import OmegaConf
+
+    from certdp.data.sources import DataUnavailable
+    paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
+    STAGED["paths"] = None              # from here on execute cleans up after itself
+    out_root = cfg.get("out_root", None)
+    landed: Path | None = None
+    with contextlib.ExitStack() as logs:     # log.txt is closed however the run ends
+        try:
+            logs.enter_context(file_log(paths.staging / "log.txt"))
+            overwrite = _overwrite_flag(cfg.get("overwrite", False))
+            _refuse_taken(paths, overwrite)
+            mod_name, fn_name = target.split(":")
+            try:
+                runner = getattr(importlib.import_module(mod_name), fn_name)
+            except ModuleNotFoundError:
+                fail(f"command '{command}' is not available in this build")
+            d = OmegaConf.to_container(cfg, resolve=True)
+            settings = parse_settings(command, d)
+            results.write_config(paths.staging / "config.yaml", d)
+            frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
+            # A runner may ask for a non-zero exit after its files are written (audit violations).
+            code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
+            if not code:
+                check_frames(frames)
+            written = results.write_outputs(paths.staging, frames)
+            with deferred_signals():
+                try:
+                    landed = results.commit(paths, overwrite=overwrite)
+                except results.RunExists as e:
+                    landed = results.commit_elsewhere(paths)
+                    typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
+            for name, rows in written:
+                log.info("wrote %s (%d rows)", landed / name, rows)
+            typer.echo(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
+            if code:
+                raise SystemExit(code)
+        except SystemExit:
+            if landed is None:
+                results.discard(paths)
+            raise
+        except (ConfigError, DataUnavailable) as e:
+            results.discard(paths)
+            fail(str(e))
+        except OSError as e:
+            if landed is None:
+                results.discard(paths)
+            fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
+        except KeyboardInterrupt as e:
+            ignore_signals()
+            if landed is not None:
+                interrupted(e, f"the run had finished: {landed}")
+            results.discard(paths)
+            interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
+
+
+def check_frames(frames: dict) -> None:
+    """The last guard before anything is written: every table has rows and no infinite number
+    (a NaN is an intentionally empty cell, e.g. the epsilon of a noise-free arm)."""
+    import numpy as np
+    for name, df in frames.items():
+        if df is None or len(df) == 0:
+            raise ConfigError(name, "the run produced no rows; allowed: settings that select at least one arm")
+        num = df.select_dtypes("number")
+        inf = np.isinf(num.to_numpy(dtype=float))
+        if inf.any():
+            col = num.columns[inf.any(0).argmax()]
+            raise ConfigError(f"{name}.{col}", f"{int(inf[:, list(num.columns).index(col)].sum())} value(s) are not "
+                                               "finite (a bound or a metric overflowed float64); allowed: settings "
+                                               "with finite results (e.g. a smaller train.lr)")

@@ -1,0 +1,86 @@
+"""The pieces every command's settings share: where the configs live, the run options, and the
+strict reading of a section (typed values, absent keys defaulted, unknown keys refused).
+
+Values are typed by the parsers of :mod:`certdp.data.params` (the one numeric helper): an
+integer key refuses ``2.7``, a real key refuses ``inf``/``nan``, a list key refuses ``[]`` where
+emptiness is meaningless.  Each refusal is a :class:`~certdp.errors.ConfigError` naming the
+dotted key, printed by the CLI as ``certdp: error: <key>: <problem>; allowed: <what>``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from certdp.data.params import Field, boolean, choice, integer, parse_settings, section, text
+from certdp.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
+
+# Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
+SEED = partial(integer, lo=0, hi=2 ** 53)
+
+
+def config_dir() -> Path:
+    """The Hydra config folder: ``$CERTDP_CONFIG_DIR`` or the repository's ``configs/``."""
+    d = os.environ.get("CERTDP_CONFIG_DIR")
+    if d:
+        return Path(d)
+    if CONFIG_DIR.is_dir():
+        return CONFIG_DIR
+    raise RuntimeError("certdp cannot find its configs/ folder: install with `pip install -e .` from the "
+                       "repository or set CERTDP_CONFIG_DIR")
+
+
+def strict(cfg: Any, fields: Mapping[str, Field], *, prefix: str) -> dict[str, Any]:
+    """Section ``prefix`` of the config read against its table: every key typed, absent keys
+    defaulted, unknown keys refused (``<prefix>.<key>: unknown setting; allowed: ...``)."""
+    return parse_settings(section(cfg, prefix), fields, prefix=prefix)
+
+
+def subsection(fields: Mapping[str, Field]) -> Callable[[Any, str], dict]:
+    """A parser for a nested section (``feasibility.confidence``, ``dpsgd.optimised.grid``)."""
+    return lambda value, key: parse_settings(section(value, key), fields, prefix=key)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The top-level keys of every command (``configs/base.yaml``): what was run, its seed, and
+    where and how its folder is written (read by the CLI, not by the computation)."""
+    command: str
+    seed: int
+    default_certificate: str
+    progress: bool
+    out_root: str
+    run: str
+    overwrite: bool
+
+
+def _run_fields() -> dict[str, Field]:
+    from certdp.bounds import CERTIFICATES
+    return {
+        "command": Field(None, partial(text, none=True)),
+        "seed": Field(0, SEED),
+        "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
+        "progress": Field(True, boolean),
+        "out_root": Field("outputs", text),
+        "run": Field("run", text),
+        "overwrite": Field(False, boolean),
+    }
+
+
+def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[str, ...]) -> tuple[RunOptions, dict]:
+    """The run options and the raw sections of a composed config; a top-level key that is
+    neither is refused (``+foo=1`` is a typo, not a setting to ignore)."""
+    cfg = dict(cfg or {})
+    fields = _run_fields()
+    unknown = [k for k in cfg if k not in fields and k not in sections]
+    if unknown:
+        raise ConfigError(str(unknown[0]), f"unknown setting of certdp {command}; allowed: "
+                                           f"{', '.join(list(sections) + list(fields))}")
+    run = {k: f.parse(cfg.get(k, f.default), k) for k, f in fields.items()}
+    run["command"] = run["command"] or command
+    return RunOptions(**run), {s: cfg.get(s) for s in sections}

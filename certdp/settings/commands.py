@@ -1,0 +1,263 @@
+"""The sections of single commands: ``audit``, ``pate`` (the shard sweep of ``certdp pate``),
+``ags``, the private-learning baselines (``dpsgd`` and ``pate`` of ``certdp ags|dpsgd``) and
+``feasibility``.  Checks that need the dataset (radii up to N, shards up to N) are done when the
+experiment is built (:mod:`certdp.certify`), still before any training."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from certdp.data.params import Field, choice, choices, integer, integers, parse_settings, real, reals, section
+from certdp.errors import ConfigError
+from certdp.privacy.accounting import ACCOUNTANTS
+from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
+from certdp.settings.base import RunOptions, strict, subsection
+from certdp.settings.training import MAX_STEPS, StaircaseSettings, staircase_settings
+
+MAX_REPEATS = 10 ** 6
+
+
+# ------------------------------------------------------------------------------------ audit
+AUDIT_MODES = ("random", "adversarial")
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """``audit``: R neighbouring datasets per radius and mode, the audited radii (each <= N), the
+    test points of the output checks (at most ``n_test``), and the smoothness search (R_s
+    neighbours at each size of ``smoothness_n``; 0 = off)."""
+    repeats: int = 200
+    radii: tuple[int, ...] = (1, 2, 4, 8)
+    modes: tuple[str, ...] = AUDIT_MODES
+    n_test: int = 200
+    smoothness: int = 0
+    smoothness_n: tuple[int, ...] | None = None
+
+
+AUDIT_FIELDS = {
+    "repeats": Field(200, partial(integer, lo=1, hi=MAX_REPEATS)),
+    "radii": Field([1, 2, 4, 8], partial(integers, lo=1)),
+    "modes": Field(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES)),
+    "n_test": Field(200, partial(integer, lo=1)),
+    "smoothness": Field(0, partial(integer, lo=0, hi=MAX_REPEATS)),
+    "smoothness_n": Field(None, partial(integers, lo=2, none=True, null_means="8, 30 and N when N <= 200")),
+}
+
+
+def audit_settings(cfg: Any) -> AuditSettings:
+    a = strict(cfg, AUDIT_FIELDS, prefix="audit")
+    return AuditSettings(repeats=a["repeats"], radii=tuple(sorted(set(a["radii"]))), modes=a["modes"],
+                         n_test=a["n_test"], smoothness=a["smoothness"],
+                         smoothness_n=None if a["smoothness_n"] is None else tuple(sorted(set(a["smoothness_n"]))))
+
+
+# ------------------------------------------------------------------------------------ pate (shards)
+SHARD_ARMS = ("pate_r", "pate_agtr", "agtr_wor", "agtr", "gs")
+
+
+@dataclass(frozen=True)
+class ShardSettings:
+    """``pate`` of ``certdp pate``: numbers of shards T, arms, per-shard radii (capped at the
+    shard size), a seeded training subset, and the radii of the full-data AGT-R arm."""
+    shards: tuple[int, ...]
+    arms: tuple[str, ...]
+    staircase: StaircaseSettings
+    max_train: int | None
+    full_staircase: str = "shard"     # shard (pate.staircase) | agtr (the staircase group)
+
+
+SHARD_DEFAULT_STAIRCASE = {"kind": "range", "k_max": 1024, "include_n": True}
+SHARD_FIELDS = {
+    "shards": Field([1, 2, 4, 8], partial(integers, lo=1)),
+    "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS)),
+    "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set")),
+    "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr"))),
+    "staircase": Field(None, lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
+}
+
+
+def shard_settings(cfg: Any) -> ShardSettings:
+    d = section(cfg, "pate")
+    if isinstance(d.get("shards"), int) and not isinstance(d.get("shards"), bool):
+        d["shards"] = [d["shards"]]                  # one number of shards is a list of one
+    p = parse_settings(d, SHARD_FIELDS, prefix="pate")
+    return ShardSettings(tuple(sorted(set(p["shards"]))), p["arms"], p["staircase"], p["max_train"],
+                         p["full_staircase"])
+
+
+# ------------------------------------------------------------------------------------ ags
+BASELINE_ARMS = ("dpsgd_matched", "dpsgd_optimised", "pate")
+
+
+@dataclass(frozen=True)
+class AGSSettings:
+    """``ags``: release schedule, accountant, shared-box grouping, sampling ablation, baselines."""
+    releases_n: int = 1                        # n evenly spaced releases (last at the final step)
+    sampling_steps: tuple[int, ...] = ()       # explicit S (1-based steps); overrides releases_n
+    composition: str = "optimal"               # accountant that splits the total budget
+    share_ratio: float | None = None           # SharedBoxes grid ratio (None: every radius its own box)
+    ablation_n: tuple[int, ...] = ()           # sampling ablation: numbers of releases to sweep
+    ablation_compositions: tuple[str, ...] = ("basic", "optimal")
+    ablation_draws: int = 3
+    baselines: tuple[str, ...] = BASELINE_ARMS
+    baseline_draws: int | None = None          # matched DP-SGD draws (None: privacy.n_draws)
+
+
+def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
+    """``ags``, checked against ``train.steps`` (releases and sampling steps lie in 1..steps)."""
+    acc = tuple(ACCOUNTANTS)
+    fields = {
+        "releases_n": Field(1, partial(integer, lo=1, hi=steps)),
+        "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n")),
+        "composition": Field("optimal", partial(choice, allowed=acc)),
+        "share_ratio": Field(None, partial(real, lo=1, lo_open=True, none=True, null_means="every radius its own box")),
+        "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation")),
+        "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc)),
+        "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS)),
+        "baselines": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS, min_length=0)),
+        "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws")),
+    }
+    a = strict(cfg, fields, prefix="ags")
+    S = tuple(a["sampling_steps"] or ())
+    if S and (list(S) != sorted(set(S)) or S[-1] != steps):
+        raise ConfigError("ags.sampling_steps", f"got {list(S)} (not increasing steps ending at train.steps); "
+                                                f"allowed: increasing steps in 1..{steps} ending at {steps}")
+    return AGSSettings(a["releases_n"], S, a["composition"], a["share_ratio"], tuple(a["ablation_n"] or ()),
+                       a["ablation_compositions"], a["ablation_draws"], a["baselines"], a["baseline_draws"])
+
+
+# ------------------------------------------------------------------------------------ baselines
+@dataclass(frozen=True)
+class OptimisedGrid:
+    """The hyperparameters optimised DP-SGD chooses among (on the public selection set)."""
+    lr: tuple[float, ...] = (0.1, 0.5, 2.0)
+    clip: tuple[float, ...] = (0.1, 1.0)
+    epochs: tuple[float, ...] = (5, 20)
+    batch_size: tuple[int, ...] = (64, 256)
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """The private-learning baselines of ``certdp ags`` / ``certdp dpsgd``: which arms
+    (``dpsgd.arms``, dpsgd only), optimised DP-SGD's accountants and grid
+    (``dpsgd.optimised``) and the PATE classification baseline (``pate``: teachers, labelled
+    queries, student steps)."""
+    arms: tuple[str, ...]
+    accountants: tuple[str, ...]
+    grid: OptimisedGrid
+    teachers: tuple[int, ...]
+    queries: tuple[int, ...]
+    student_steps: int
+
+
+def _grid_values(value: Any, key: str) -> tuple:
+    """Positive finite numbers, each kept as written: an integer stays an integer (5, not 5.0),
+    because a grid point's values seed its DP-SGD generator through their ``repr``
+    (:func:`certdp.seeding.generator_for`) and name it in the results (``epochs=5``)."""
+    parsed = reals(value, key, lo=0, lo_open=True)
+    given = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(int(p) if isinstance(v, int) and not isinstance(v, bool) else p for v, p in zip(given, parsed))
+
+
+GRID_FIELDS = {
+    "lr": Field([0.1, 0.5, 2.0], _grid_values),
+    "clip": Field([0.1, 1.0], _grid_values),
+    "epochs": Field([5, 20], _grid_values),
+    "batch_size": Field([64, 256], partial(integers, lo=1)),
+}
+OPTIMISED_FIELDS = {
+    "accountants": Field(list(DPSGD_ACCOUNTANTS), partial(choices, allowed=DPSGD_ACCOUNTANTS)),
+    "grid": Field(None, subsection(GRID_FIELDS)),
+}
+PATE_BASELINE_FIELDS = {
+    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1)),
+    "queries": Field([50, 200, 1000], partial(integers, lo=1)),
+    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS)),
+}
+
+
+def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSettings:
+    """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
+    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS))}
+    if with_arms:
+        fields = {"arms": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS)), **fields}
+    d = strict(dpsgd, fields, prefix="dpsgd")
+    p = strict(pate, PATE_BASELINE_FIELDS, prefix="pate")
+    g = d["optimised"]["grid"]
+    return BaselineSettings(arms=d.get("arms", ()), accountants=d["optimised"]["accountants"],
+                            grid=OptimisedGrid(g["lr"], g["clip"], g["epochs"], g["batch_size"]),
+                            teachers=p["teachers"], queries=p["queries"], student_steps=p["student_steps"])
+
+
+# ------------------------------------------------------------------------------------ feasibility
+MAX_GRID = 10 ** 6       # confidence points (each a row of results.csv per curve)
+
+
+@dataclass(frozen=True)
+class FeasibilitySettings:
+    """``feasibility``: the confidence grid 1 - alpha, the factors c, the deltas of Theorem 3.3,
+    Theorem 3.2's Cauchy factor and the approximate-DP window whose peak is reported."""
+    confidence: tuple[float, ...]
+    c: tuple[float, ...]
+    deltas: tuple[float, ...]
+    cauchy_factor: float
+    window: tuple[float, float]
+    run: RunOptions | None = field(default=None, compare=False)
+
+
+CONF = partial(real, lo=0, hi=1, lo_open=True, hi_open=True)
+CONFIDENCE_FIELDS = {
+    "start": Field(0.001, CONF),
+    "stop": Field(0.999, CONF),
+    "step": Field(0.001, partial(real, lo=0, lo_open=True)),
+    "values": Field(None, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True, scalar_ok=False, none=True,
+                                  null_means="the start/stop/step grid")),
+}
+
+
+def _window(value: Any, key: str) -> tuple[float, float]:
+    allowed = "[lo, hi] with 0 <= lo < hi <= 1, or null (the whole grid)"
+    if value is None:
+        return (0.0, 1.0)
+    w = reals(value, key, lo=0, hi=1, scalar_ok=False, min_length=2, max_length=2)
+    if not w[0] < w[1]:
+        raise ConfigError(key, f"got {list(w)} (lo must be below hi); allowed: {allowed}")
+    return w
+
+
+def confidence_grid(g: dict, key: str) -> tuple[float, ...]:
+    """The grid start, start + step, ... up to stop (never beyond it), or the given values;
+    at most :data:`MAX_GRID` points."""
+    import numpy as np
+    if g["values"] is not None:
+        return tuple(float(v) for v in np.unique(np.array(g["values"])))
+    start, stop, step = g["start"], g["stop"], g["step"]
+    if stop < start:
+        raise ConfigError(f"{key}.stop", f"got {stop!r} (below {key}.start = {start!r}); allowed: stop >= start")
+    size = math.floor((stop - start) / step + 1e-9) + 1
+    if size > MAX_GRID:
+        raise ConfigError(f"{key}.step", f"got {step!r} (the grid would hold {size:,} points); allowed: a step of at "
+                                         f"least {(stop - start) / (MAX_GRID - 1):.3g} ({MAX_GRID:,} points)")
+    out = np.round(np.arange(start, stop + step / 2, step), 12)
+    return tuple(float(v) for v in np.unique(out[out <= stop]))
+
+
+def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> FeasibilitySettings:
+    fields = {
+        "confidence": Field(None, subsection(CONFIDENCE_FIELDS)),
+        "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True)),
+        "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
+        "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True)),
+        "approx_window": Field([0.8, 1.0], _window),
+    }
+    f = strict(cfg, fields, prefix="feasibility")
+    return FeasibilitySettings(confidence_grid(f["confidence"], "feasibility.confidence"), f["c"], f["delta"],
+                               f["cauchy_factor"], f["approx_window"], run)
+
+
+__all__ = ["AuditSettings", "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid",
+           "FeasibilitySettings", "audit_settings", "shard_settings", "ags_settings", "baseline_settings",
+           "feasibility_settings"]

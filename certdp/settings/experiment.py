@@ -1,0 +1,75 @@
+"""The settings of the commands that train and certify a model on a dataset
+(``agtr``, ``certify``, ``audit``, ``pate``, ``ags``, ``dpsgd``): one frozen value each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from certdp.data import dataset_settings
+from certdp.errors import ConfigError
+from certdp.settings.base import RunOptions, top_level
+from certdp.settings.commands import (AGSSettings, AuditSettings, BaselineSettings, ShardSettings, ags_settings,
+                                      audit_settings, baseline_settings, shard_settings)
+from certdp.settings.privacy import PrivacySettings, privacy_settings
+from certdp.settings.training import (CertificateSettings, ModelSettings, StaircaseSettings, TrainSettings,
+                                      certificate_settings, model_settings, staircase_settings, train_settings)
+
+MODEL_SECTIONS = ("dataset", "model", "train", "certificate", "staircase", "privacy")
+SECTIONS = {"agtr": MODEL_SECTIONS, "certify": MODEL_SECTIONS, "audit": MODEL_SECTIONS + ("audit",),
+            "pate": MODEL_SECTIONS + ("pate",), "ags": MODEL_SECTIONS + ("ags", "dpsgd", "pate"),
+            "dpsgd": MODEL_SECTIONS + ("dpsgd", "pate")}
+PARAMETER_COMMANDS = ("ags", "dpsgd")
+
+
+@dataclass(frozen=True)
+class ExperimentSettings:
+    """Everything a training-and-certifying command needs, parsed and checked.  ``dataset`` is
+    the dataset section read by the dataset's own table (typed, defaults filled, read-only), the
+    form its loader takes; the command's own section is in ``audit``, ``shards``, ``ags`` or
+    ``baselines``."""
+    run: RunOptions
+    dataset: Mapping[str, Any]
+    model: ModelSettings
+    train: TrainSettings
+    staircase: StaircaseSettings
+    certificate: CertificateSettings
+    privacy: PrivacySettings
+    audit: AuditSettings | None = None
+    shards: ShardSettings | None = None
+    ags: AGSSettings | None = None
+    baselines: BaselineSettings | None = None
+
+    @property
+    def command(self) -> str:
+        return self.run.command
+
+    @property
+    def seed(self) -> int:
+        return self.run.seed
+
+
+def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> ExperimentSettings:
+    """Parse the composed config of ``command`` (no data is read)."""
+    run, sec = top_level(cfg, command=command, sections=SECTIONS[command])
+    dcfg = sec["dataset"]
+    if not isinstance(dcfg, Mapping):
+        raise ConfigError("dataset", f"got {dcfg!r} (not a dataset section); allowed: dataset=NAME (certdp list)")
+    dataset = dataset_settings(dict(dcfg))
+    model = model_settings(sec["model"], dataset.get("model"))
+    train = train_settings(sec["train"], run.seed)
+    query = "parameter" if command in PARAMETER_COMMANDS else "prediction"
+    extra: dict[str, Any] = {}
+    if command == "audit":
+        extra["audit"] = audit_settings(sec["audit"])
+    elif command == "pate":
+        extra["shards"] = shard_settings(sec["pate"])
+    elif command in PARAMETER_COMMANDS:
+        if command == "ags":
+            extra["ags"] = ags_settings(sec["ags"], steps=train.steps)
+        extra["baselines"] = baseline_settings(sec["dpsgd"], sec["pate"], with_arms=command == "dpsgd")
+    return ExperimentSettings(
+        run=run, dataset=MappingProxyType(dataset), model=model, train=train,
+        staircase=staircase_settings(sec["staircase"]), certificate=certificate_settings(sec["certificate"]),
+        privacy=privacy_settings(sec["privacy"], query=query), **extra)

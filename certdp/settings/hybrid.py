@@ -1,0 +1,253 @@
+"""The ``certdp hybrid`` configuration, read once into frozen dataclasses.
+
+Sections (``configs/hybrid.yaml``): ``dataset`` (SST-2, encoder, subsets), ``privacy`` (total
+budgets), ``split`` (eps_1 / eps candidates), ``lora`` and ``dpsgd`` (DP-LoRA fine-tuning),
+``head`` (AGS head), ``dpsgd_head`` (frozen encoder + DP-SGD head) and ``hybrid`` (arms, decision
+threshold, work folder, size sweep).  A bad value raises a one-line :class:`ConfigError` naming
+its dotted key before any work starts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from certdp.data import dataset_settings
+from certdp.data.params import (Field, boolean, choice, choices, integer, integers, names, parse_settings, real, reals,
+                                section, text)
+from certdp.data.sources import cache_dir
+from certdp.errors import ConfigError
+from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
+from certdp.bounds import get_certificate
+from certdp.privacy.mechanisms import make_mechanism, names as names_of
+from certdp.privacy.smoothness import POLICIES, release_proof
+from certdp.settings.base import RunOptions, strict, subsection, top_level
+from certdp.settings.privacy import MAX_DRAWS, _beta
+from certdp.settings.training import MAX_STEPS
+
+ARMS = ("dplora", "hybrid", "frozen_ags", "frozen_dpsgd")
+ALLOCATIONS = ("l1", "anisotropic")
+ENCODERS = ("mpnet", "minilm")
+THRESHOLDS = ("public", "zero")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters (rank, scaling alpha, dropout) on ``targets`` (() = the q and v projections)."""
+    rank: int = 16
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DPLoraSettings:
+    """DP-LoRA fine-tuning: expected batch B (Poisson rate B/N), epochs, l2 clip, AdamW lr, the
+    accountant and delta_1; ``physical_tokens`` bounds a micro-batch (memory only)."""
+    batch_size: int = 1024
+    epochs: float = 3.0
+    clip: float = 1.0
+    lr: float = 1e-3
+    accountant: str = "prv"
+    delta: float = 5e-6
+    physical_tokens: int = 4096
+    checkpoint_every: int = 1
+
+
+@dataclass(frozen=True)
+class HeadSettings:
+    """AGS logistic head on PCA-``pca_dim`` of the (adapted or frozen) embedding: contractive
+    clipped full-batch GD, AGT certificate for k = 1..k_max (and N), releases at delta_2."""
+    pca_dim: int = 8
+    steps: int = 150
+    lr: float = 2.0
+    clip: float = 0.05
+    contraction: float = 0.3
+    certificate: str = "crown"
+    k_max: int = 512
+    include_n: bool = True
+    releases: tuple[str, ...] = ("laplace_p",)
+    allocations: tuple[str, ...] = ("l1", "anisotropic")
+    n_draws: int = 41
+    delta: float = 5e-6
+    beta: float | None = None
+
+
+@dataclass(frozen=True)
+class DPSGDHeadSettings:
+    """Frozen encoder + DP-SGD logistic head (same PCA features as the AGS head)."""
+    batch_size: int = 256
+    epochs: float = 10.0
+    clip: float = 1.0
+    lrs: tuple[float, ...] = (0.5, 2.0)
+    n_runs: int = 5
+
+
+@dataclass(frozen=True)
+class HybridSettings:
+    encoder: str
+    max_seq_length: int
+    n_test: int                            # held out of GLUE train as the test set
+    n_private: int | None                  # None = every remaining training sentence
+    n_test_eval: int | None                # evaluate on the first n of the test set
+    n_public: int | None
+    epsilons: tuple[float, ...]            # total budgets eps = eps_1 + eps_2
+    delta: float                           # total delta >= delta_1 + delta_2
+    fractions: tuple[float, ...]           # candidate eps_1 / eps
+    reuse_end_to_end: bool
+    arms: tuple[str, ...]
+    size_epsilon: float | None
+    sizes: tuple[int, ...]
+    threshold: str
+    lora: LoraSettings
+    dpsgd: DPLoraSettings
+    head: HeadSettings
+    dpsgd_head: DPSGDHeadSettings
+    seed: int
+    work_dir: Path
+    dataset: dict = field(default_factory=dict)   # the sst2 dataset's settings, for the data layer
+    smoothness: str = "proven"                    # privacy.smoothness (certdp/privacy/smoothness.py)
+    run: RunOptions | None = field(default=None, compare=False)
+
+
+POS = partial(real, lo=0, lo_open=True)
+DELTA = partial(real, lo=0, lo_open=True, hi=1, hi_open=True)
+
+LORA_FIELDS = {
+    "rank": Field(16, partial(integer, lo=1, hi=4096)),
+    "alpha": Field(16.0, POS),
+    "dropout": Field(0.0, partial(real, lo=0, hi=0.99)),
+    "targets": Field([], lambda v, key: () if v in (None, []) else names(v, key, what="a list of module names "
+                                                                                      "([] = the q and v projections)")),
+}
+DPLORA_FIELDS = {
+    "batch_size": Field(1024, partial(integer, lo=1)),
+    "epochs": Field(3.0, POS),
+    "clip": Field(1.0, POS),
+    "lr": Field(1e-3, POS),
+    "accountant": Field("prv", partial(choice, allowed=DPSGD_ACCOUNTANTS)),
+    "delta": Field(5e-6, DELTA),
+    "physical_tokens": Field(4096, partial(integer, lo=8)),
+    "checkpoint_every": Field(1, partial(integer, lo=1)),
+}
+
+
+def _head_fields() -> dict[str, Field]:
+    from certdp.bounds import CERTIFICATES
+    return {
+        "pca_dim": Field(8, partial(integer, lo=1)),
+        "steps": Field(150, partial(integer, lo=1, hi=MAX_STEPS)),
+        "lr": Field(2.0, POS),
+        "clip": Field(0.05, POS),
+        "contraction": Field(0.3, partial(real, lo=0, lo_open=True, hi=1)),
+        "certificate": Field("crown", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
+        "k_max": Field(512, partial(integer, lo=1)),
+        "include_n": Field(True, boolean),
+        "releases": Field(["laplace_p"], partial(choices, allowed=names_of("parameter"))),
+        "allocations": Field(["l1"], partial(choices, allowed=ALLOCATIONS)),
+        "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS)),
+        "delta": Field(5e-6, DELTA),
+        "beta": Field("auto", _beta),
+    }
+
+
+DPSGD_HEAD_FIELDS = {
+    "batch_size": Field(256, partial(integer, lo=1)),
+    "epochs": Field(10.0, POS),
+    "clip": Field(1.0, POS),
+    "lrs": Field([0.5, 2.0], partial(reals, lo=0, lo_open=True)),
+    "n_runs": Field(5, partial(integer, lo=1, hi=10 ** 4)),
+}
+SPLIT_FIELDS = {
+    "fractions": Field([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
+    "reuse_end_to_end": Field(True, boolean),
+}
+SIZE_FIELDS = {
+    "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep")),
+    "n_private": Field([], partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep")),
+}
+HYBRID_FIELDS = {
+    "arms": Field(list(ARMS), partial(choices, allowed=ARMS)),
+    "threshold": Field("public", partial(choice, allowed=THRESHOLDS)),
+    "work_dir": Field(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid")),
+    "size_sweep": Field(None, subsection(SIZE_FIELDS)),
+}
+# The hybrid's own dataset keys (the rest is the sst2 dataset's table)
+HYBRID_DATASET_FIELDS = {
+    "encoder": Field("mpnet", partial(choice, allowed=ENCODERS)),
+    "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000)),
+    "n_test": Field(5000, partial(integer, lo=1)),
+    "n_private": Field(None, partial(integer, lo=2, none=True, null_means="the whole private pool")),
+    "n_public": Field(None, partial(integer, lo=2, none=True, null_means="every GLUE dev sentence")),
+}
+TOP = ("dataset", "privacy", "split", "lora", "dpsgd", "head", "dpsgd_head", "hybrid")
+
+
+def _writable_folder(path: Path, key: str) -> Path:
+    """``path`` is (or can be created as) a folder: no part of it is a file, and its nearest
+    existing ancestor is writable.  Nothing is created here."""
+    p = path
+    while not p.exists():
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise ConfigError(key, f"got {str(path)!r} ({p} is a file, not a folder); allowed: a writable folder")
+    if p.exists() and not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(key, f"got {str(path)!r} ({p} is not writable); allowed: a writable folder")
+    return path
+
+
+def hybrid_settings(cfg: dict) -> HybridSettings:
+    """Read and check the composed config of ``certdp hybrid`` (fail fast, one-line
+    :class:`ConfigError`; nothing is read or created)."""
+    run, sec = top_level(cfg, command="hybrid", sections=TOP)
+    d = section(sec["dataset"], "dataset")
+    if d.get("name", "sst2") != "sst2":
+        raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")
+    n_test_eval = integer(d.pop("n_test_eval", None), "dataset.n_test_eval", lo=1, none=True,
+                          null_means="the whole test set")
+    dataset = dataset_settings({**d, "name": "sst2"})
+    own = parse_settings({k: dataset[k] for k in HYBRID_DATASET_FIELDS if dataset.get(k) is not None},
+                         HYBRID_DATASET_FIELDS, prefix="dataset")
+    p = strict(sec["privacy"], {"epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True)),
+                                "delta": Field(1e-5, DELTA),
+                                "smoothness": Field("proven", partial(choice, allowed=POLICIES))}, prefix="privacy")
+    split = strict(sec["split"], SPLIT_FIELDS, prefix="split")
+    h = strict(sec["hybrid"], HYBRID_FIELDS, prefix="hybrid")
+    sw = h["size_sweep"]
+    dps = DPLoraSettings(**strict(sec["dpsgd"], DPLORA_FIELDS, prefix="dpsgd"))
+    hd = strict(sec["head"], _head_fields(), prefix="head")
+    head = HeadSettings(**hd)
+    # a beta above a release's limit fails here (P = 1: the loosest limit), named as the head's key
+    head_keys = {"privacy.beta": "head.beta", "privacy.delta": "head.delta"}
+    for release in head.releases:
+        for eps in p["epsilons"]:
+            for f in split["fractions"]:
+                try:
+                    make_mechanism(release, query="parameter", epsilon=eps * (1 - f), delta=head.delta,
+                                   beta=head.beta, n_params=1)
+                except ConfigError as e:
+                    raise ConfigError(head_keys.get(e.key, e.key), e.message) from None
+    if {"hybrid", "frozen_ags"} & set(h["arms"]):    # the AGS head's releases are smooth: refuse before any work
+        release_proof(get_certificate(head.certificate), p["smoothness"])
+    lora = strict(sec["lora"], LORA_FIELDS, prefix="lora")
+    if dps.delta + head.delta > p["delta"] * (1 + 1e-12):
+        raise ConfigError("privacy.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
+                                         f"privacy.delta {p['delta']:g}; lower dpsgd.delta or head.delta")
+    work = Path(h["work_dir"]).expanduser() if h["work_dir"] else cache_dir() / "hybrid"
+    return HybridSettings(
+        encoder=own["encoder"], max_seq_length=own["max_seq_length"], n_test=own["n_test"],
+        n_private=own["n_private"], n_test_eval=n_test_eval, n_public=own["n_public"],
+        epsilons=p["epsilons"], delta=p["delta"], fractions=split["fractions"],
+        reuse_end_to_end=split["reuse_end_to_end"], arms=h["arms"],
+        size_epsilon=sw["epsilon"], sizes=tuple(sw["n_private"] or ()), threshold=h["threshold"],
+        lora=LoraSettings(rank=lora["rank"], alpha=lora["alpha"], dropout=lora["dropout"],
+                          targets=tuple(lora["targets"] or ())),
+        dpsgd=dps, head=head, dpsgd_head=DPSGDHeadSettings(**strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS,
+                                                                    prefix="dpsgd_head")),
+        seed=run.seed, work_dir=_writable_folder(work, "hybrid.work_dir"),
+        dataset={**dataset, "encoder": own["encoder"], "max_seq_length": own["max_seq_length"]},
+        smoothness=p["smoothness"], run=run)

@@ -1,0 +1,88 @@
+"""``privacy``: budgets and releases, for prediction releases (``certdp agtr|certify|audit|pate``)
+and parameter releases (``certdp ags|dpsgd``).
+
+Every release named in ``privacy.releases`` is instantiated here at every epsilon, so a beta
+above a mechanism's limit is refused before any data is loaded; parameter releases, whose beta
+limit depends on the number P of released parameters, are instantiated once more with the real P
+when the experiment is built (:mod:`certdp.certify`), still before any training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from certdp.data.params import Field, choice, choices, integer, real, reals
+from certdp.errors import ConfigError
+from certdp.privacy import mechanisms
+from certdp.privacy.smoothness import POLICIES
+from certdp.settings.base import strict
+
+GLOBAL_SENSITIVITIES = ("range", "trajectory", "min", "none")
+MAX_DRAWS = 10 ** 7
+
+
+def _beta(value: Any, key: str) -> float | None:
+    """'auto' (None: each mechanism's own rule) or a finite number > 0."""
+    if value in (None, "auto"):
+        return None
+    if isinstance(value, str):
+        raise ConfigError(key, f"got {value!r} (not a number); allowed: auto, or a finite number > 0")
+    return real(value, key, lo=0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class PrivacySettings:
+    """Budgets (``epsilons``, ``delta``), releases of one query kind, their beta (None: each
+    release's rule), noise draws per setting, the global sensitivity of prediction releases and
+    the smoothness policy (``proven`` refuses a smooth release the proof does not cover)."""
+    query: str                          # prediction | parameter
+    epsilons: tuple[float, ...]
+    delta: float
+    releases: tuple[str, ...]
+    beta: float | None
+    n_draws: int
+    global_sensitivity: str = "none"    # range | trajectory | min | none (prediction releases)
+    smoothness: str = "proven"
+
+    def mechanisms(self, *, n_params: int | None = None) -> list:
+        """Every release at every epsilon (release-major order), instantiated."""
+        return [mechanisms.make_mechanism(name, query=self.query, epsilon=e, delta=self.delta, beta=self.beta,
+                                          n_params=n_params)
+                for name in self.releases for e in self.epsilons]
+
+    def releases_of(self, kind: str) -> tuple[str, ...]:
+        """The configured releases of one ``kind`` (``smooth`` or ``global``)."""
+        return tuple(r for r in self.releases if mechanisms.REGISTRY[r].kind == kind)
+
+    @property
+    def has_smooth(self) -> bool:
+        return bool(self.releases_of("smooth"))
+
+
+def privacy_fields(query: str) -> dict[str, Field]:
+    allowed = mechanisms.names(query)
+    fields = {
+        "epsilons": Field(None, partial(reals, lo=0, lo_open=True)),
+        "delta": Field(1e-5, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
+        "releases": Field(list(allowed) if query == "prediction" else ["cauchy_p", "laplace_p"],
+                          partial(choices, allowed=allowed)),
+        "beta": Field("auto", _beta),
+        "n_draws": Field(200 if query == "prediction" else 101, partial(integer, lo=1, hi=MAX_DRAWS)),
+        "smoothness": Field("proven", partial(choice, allowed=POLICIES)),
+    }
+    if query == "prediction":
+        fields["global_sensitivity"] = Field("range", partial(choice, allowed=GLOBAL_SENSITIVITIES))
+    return fields
+
+
+def privacy_settings(cfg: Any, *, query: str = "prediction") -> PrivacySettings:
+    """``privacy`` for releases of ``query`` kind; every release is instantiated once at every
+    epsilon (parameter releases with P = 1, the loosest beta limit) so a bad beta fails here."""
+    p = strict(cfg, privacy_fields(query), prefix="privacy")
+    s = PrivacySettings(query=query, epsilons=p["epsilons"], delta=p["delta"], releases=p["releases"],
+                        beta=p["beta"], n_draws=p["n_draws"],
+                        global_sensitivity=p.get("global_sensitivity", "none"), smoothness=p["smoothness"])
+    s.mechanisms(n_params=1 if query == "parameter" else None)
+    return s

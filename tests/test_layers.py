@@ -1,0 +1,151 @@
+"""The package's shape, read from its source with ``ast``: layers, no import cycles (imports
+inside functions included), runners that import no other runner, files of one screen of
+concepts.
+
+Layers, lowest first (a module may import its own layer and the layers below it only):
+
+1. base: ``certdp`` (DTYPE), ``errors``, ``losses``, ``models``, ``seeding``, ``metrics``,
+   ``results`` (atomic files and run folders; imports nothing of certdp)
+2. ``bounds`` (certificate engines and their registry)
+3. ``training``, ``agt`` (the nominal algorithm and its envelopes)
+4. ``privacy`` (staircases, mechanisms, accountants, DP-SGD noise)
+5. ``data`` (datasets, their registry and typed settings parsers ``data.params``)
+6. ``settings`` (the one settings entrance)
+7. ``certify``, ``baselines`` (the certification layer and the private-learning baselines)
+8. ``methods`` (one runner per command; leaves)
+9. interface: ``runs``, ``cli``, ``figures``, ``plots``
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "certdp"
+
+LAYERS = [
+    ("base", ("certdp", "certdp.errors", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
+              "certdp.results")),
+    ("bounds", ("certdp.bounds",)),
+    ("training", ("certdp.training", "certdp.agt")),
+    ("privacy", ("certdp.privacy",)),
+    ("data", ("certdp.data",)),
+    ("settings", ("certdp.settings",)),
+    ("certify", ("certdp.certify", "certdp.baselines")),
+    ("methods", ("certdp.methods",)),
+    ("interface", ("certdp.runs", "certdp.cli", "certdp.figures", "certdp.plots")),
+]
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def layer_of(mod: str) -> int:
+    """Index of the layer holding ``mod`` (the longest matching prefix)."""
+    best, depth = None, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for pre in prefixes:
+            if (mod == pre or mod.startswith(pre + ".")) and pre.count(".") > depth:
+                best, depth = i, pre.count(".")
+    assert best is not None, f"{mod} belongs to no layer: add it to LAYERS"
+    return best
+
+
+def resolve(mod: str, node: ast.AST) -> list[str]:
+    """The certdp modules an import statement names (``from pkg import sub`` names the
+    submodule when there is one, else the package)."""
+    is_pkg = MODULES[mod].name == "__init__.py"
+    out = []
+    if isinstance(node, ast.Import):
+        out = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        for a in node.names:
+            sub = f"{target}.{a.name}"
+            out.append(sub if sub in MODULES else target)
+    return [m for m in out if m == "certdp" or m.startswith("certdp.")]
+
+
+def imports() -> dict[str, set[str]]:
+    graph = {}
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        deps = set()
+        for node in ast.walk(tree):                  # every import, inside functions too
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                deps.update(d for d in resolve(mod, node) if d in MODULES and d != mod)
+        graph[mod] = deps
+    return graph
+
+
+GRAPH = imports()
+
+
+def test_every_module_has_a_layer():
+    for mod in MODULES:
+        layer_of(mod)
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_imports_go_down_the_layers(mod):
+    up = sorted(d for d in GRAPH[mod] if layer_of(d) > layer_of(mod))
+    assert not up, f"{mod} ({LAYERS[layer_of(mod)][0]}) imports from higher layers: " + ", ".join(
+        f"{d} ({LAYERS[layer_of(d)][0]})" for d in up)
+
+
+def test_no_import_cycles():
+    # a package's __init__ that imports its own submodules (a registry) is not an edge back
+    edges = {m: {d for d in deps if not (MODULES[d].name == "__init__.py" and m.startswith(d + "."))}
+             for m, deps in GRAPH.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(edges[m]):
+            if state.get(d) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+
+
+def runner_of(mod: str) -> str | None:
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["certdp", "methods"] else None
+
+
+def test_runners_are_leaves():
+    for mod, deps in GRAPH.items():
+        me = runner_of(mod)
+        for d in deps:
+            other = runner_of(d)
+            assert other is None or other == me, f"runner {mod} imports runner {d}"
+        if mod.startswith("certdp.methods"):
+            continue
+        assert not any(d.startswith("certdp.methods") for d in deps), f"{mod} imports a runner"
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_no_file_over_one_screen_of_concepts(mod):
+    n = len(MODULES[mod].read_text().splitlines())
+    assert n <= MAX_LINES, f"{MODULES[mod]} has {n} lines (limit {MAX_LINES})"
