@@ -15,7 +15,8 @@ import typer
 
 from certdp import results
 from certdp.errors import ConfigError
-from certdp.runs import (STAGED, execute, fail, handle_signals, ignore_signals, interrupted, io_error_message)
+from certdp.runs import (STAGED, console_log, execute, fail, handle_signals, ignore_signals, interrupted,
+                         io_error_message)
 from certdp.settings import config_dir
 from certdp.settings.compose import compose_and_parse
 
@@ -121,7 +122,7 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
     old = sys.argv
     sys.argv = ["certdp"] + [_stage_override(a) for a in args]
     try:
-        with handle_signals():
+        with handle_signals(), console_log():
             try:
                 _job()
             except KeyboardInterrupt as e:   # before or after a job (composition, launcher)

@@ -32,6 +32,52 @@ def fail(message: str, code: int = 2):
     raise SystemExit(code)
 
 
+# ------------------------------------------------------------------------------- logging
+LOG_FORMAT, LOG_DATEFMT = "[%(asctime)s] %(message)s", "%H:%M:%S"
+
+
+@contextlib.contextmanager
+def log_handler(handler: logging.Handler, loggers: tuple[str, ...] = ("certdp",)):
+    """Log ``loggers`` at INFO through ``handler`` alone for the duration of the block, then
+    remove and close exactly that handler and restore each logger's level and propagation.
+
+    certdp installs its own handlers instead of letting Hydra configure logging: Hydra's
+    configuration (``logging.config.dictConfig``) closes every handler in the process, and a
+    handler of another library (absl's, for one) closes the stream it writes to, which may be
+    a caller's stream that outlives the command (a test capturing stderr).  The messages do
+    not propagate to the root logger during the block, so a root handler that a library
+    installed on import (opacus calls ``logging.basicConfig`` on stderr) does not repeat them
+    on stderr, where a refusal must stay one line."""
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    saved = []
+    for name in loggers:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    try:
+        yield handler
+    finally:
+        for lg, level, propagate in saved:
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+        handler.close()
+
+
+def console_log():
+    """The console log of a command: certdp's messages and Hydra's (a sweep's "Launching 2
+    jobs") on standard output, as ``sys.stdout`` is now (a :class:`logging.StreamHandler`
+    never closes its stream)."""
+    return log_handler(logging.StreamHandler(sys.stdout), ("certdp", "hydra"))
+
+
+def file_log(path: Path):
+    """A run's ``log.txt`` (opened now, closed when the run ends): certdp's messages."""
+    return log_handler(logging.FileHandler(path, encoding="utf-8"))
+
+
 # ------------------------------------------------------------------------------- signals
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
@@ -181,51 +227,53 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
     STAGED["paths"] = None              # from here on execute cleans up after itself
     out_root = cfg.get("out_root", None)
     landed: Path | None = None
-    try:
-        overwrite = _overwrite_flag(cfg.get("overwrite", False))
-        _refuse_taken(paths, overwrite)
-        mod_name, fn_name = target.split(":")
+    with contextlib.ExitStack() as logs:     # log.txt is closed however the run ends
         try:
-            runner = getattr(importlib.import_module(mod_name), fn_name)
-        except ModuleNotFoundError:
-            fail(f"command '{command}' is not available in this build")
-        d = OmegaConf.to_container(cfg, resolve=True)
-        settings = parse_settings(command, d)
-        results.write_config(paths.staging / "config.yaml", d)
-        frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
-        # A runner may ask for a non-zero exit after its files are written (audit violations).
-        code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
-        if not code:
-            check_frames(frames)
-        written = results.write_outputs(paths.staging, frames)
-        with deferred_signals():
+            logs.enter_context(file_log(paths.staging / "log.txt"))
+            overwrite = _overwrite_flag(cfg.get("overwrite", False))
+            _refuse_taken(paths, overwrite)
+            mod_name, fn_name = target.split(":")
             try:
-                landed = results.commit(paths, overwrite=overwrite)
-            except results.RunExists as e:
-                landed = results.commit_elsewhere(paths)
-                typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
-        for name, rows in written:
-            log.info("wrote %s (%d rows)", landed / name, rows)
-        typer.echo(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
-        if code:
-            raise SystemExit(code)
-    except SystemExit:
-        if landed is None:
+                runner = getattr(importlib.import_module(mod_name), fn_name)
+            except ModuleNotFoundError:
+                fail(f"command '{command}' is not available in this build")
+            d = OmegaConf.to_container(cfg, resolve=True)
+            settings = parse_settings(command, d)
+            results.write_config(paths.staging / "config.yaml", d)
+            frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
+            # A runner may ask for a non-zero exit after its files are written (audit violations).
+            code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
+            if not code:
+                check_frames(frames)
+            written = results.write_outputs(paths.staging, frames)
+            with deferred_signals():
+                try:
+                    landed = results.commit(paths, overwrite=overwrite)
+                except results.RunExists as e:
+                    landed = results.commit_elsewhere(paths)
+                    typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
+            for name, rows in written:
+                log.info("wrote %s (%d rows)", landed / name, rows)
+            typer.echo(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
+            if code:
+                raise SystemExit(code)
+        except SystemExit:
+            if landed is None:
+                results.discard(paths)
+            raise
+        except (ConfigError, DataUnavailable) as e:
             results.discard(paths)
-        raise
-    except (ConfigError, DataUnavailable) as e:
-        results.discard(paths)
-        fail(str(e))
-    except OSError as e:
-        if landed is None:
+            fail(str(e))
+        except OSError as e:
+            if landed is None:
+                results.discard(paths)
+            fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
+        except KeyboardInterrupt as e:
+            ignore_signals()
+            if landed is not None:
+                interrupted(e, f"the run had finished: {landed}")
             results.discard(paths)
-        fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
-    except KeyboardInterrupt as e:
-        ignore_signals()
-        if landed is not None:
-            interrupted(e, f"the run had finished: {landed}")
-        results.discard(paths)
-        interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
+            interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
 
 
 def check_frames(frames: dict) -> None:

@@ -212,7 +212,8 @@ bad("hybrid", "head.lr", ["inf", "nan"])
 bad("hybrid", "head.clip", ["nan"])
 bad("hybrid", "head.contraction", ["1.5", "nan"])
 bad("hybrid", "head.releases", ["[foo]", "[]"])
-bad("hybrid", "head.beta", ["nan", "-1"])
+bad("hybrid", "head.beta", ["nan", "-1", "100"])
+case("hybrid", ["dataset=linear"], "dataset")
 bad("hybrid", "dpsgd_head.lrs", ["[]", "[-1]"])
 bad("hybrid", "hybrid.arms", ["[foo]", "[]"])
 bad("hybrid", "hybrid.threshold", ["foo"])
@@ -268,6 +269,7 @@ def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)                    # anything written relative to the working folder lands here
     so, se = io.StringIO(), io.StringIO()
+    old_out, old_err = sys.stdout, sys.stderr
     sys.argv = ["certdp", *argv]
     try:
         with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
@@ -282,6 +284,7 @@ def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
                 traceback.print_exc()
                 code = 1
     finally:
+        sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
         sys.argv = old_argv
         os.chdir(cwd)
         os.environ.clear()
@@ -456,3 +459,33 @@ def test_valid_input_runs_with_finite_results(argv, files, tables, tmp_path):
         df = pd.read_csv(run / f"{name}.csv")
         num = df.select_dtypes("number").to_numpy(dtype=float)
         assert len(df) > 0 and np.isfinite(num[~np.isnan(num)]).all() and not np.isnan(num).all()
+
+
+def test_an_in_process_run_closes_no_handler_or_stream_it_did_not_open(tables, tmp_path):
+    """A run inside a host process (these tests, a notebook) leaves the host's logging alone:
+    a handler the run did not create stays open with its stream (Hydra's own logging setup
+    closes every handler in the process, and absl's handler then closes the stream it writes
+    to, pytest's captured stderr among them), and the run's own handlers are gone afterwards.
+    A root handler on stderr (opacus installs one when imported) does not receive the run's
+    log, so that stderr holds only errors."""
+    foreign = logging.FileHandler(tmp_path / "host.log")        # registered, attached to no logger
+    class OnStderr(logging.Handler):                  # as opacus' logging.basicConfig, on the stderr of the moment
+        def emit(self, record):
+            sys.stderr.write(self.format(record) + "\n")
+    on_stderr = OnStderr()
+    logging.getLogger().addHandler(on_stderr)
+    before = {name: (lg.handlers[:], lg.level, lg.propagate)
+              for name, lg in (("root", logging.getLogger()), ("certdp", logging.getLogger("certdp")))}
+    try:
+        code, out, err = invoke(["agtr", *LIN], fx=tables, out=tmp_path / "run")
+        assert code == 0, err[-1500:]
+        assert not foreign.stream.closed
+        assert {name: (lg.handlers[:], lg.level, lg.propagate)
+                for name, lg in (("root", logging.getLogger()), ("certdp", logging.getLogger("certdp")))} == before
+        assert "AGT-R on linear" in out                                              # the log is on stdout
+        assert err.strip() == "", err
+        assert list((tmp_path / "run" / "o").rglob("log.txt")), "the run wrote no log.txt"
+    finally:
+        logging.getLogger().removeHandler(on_stderr)
+        foreign.close()
+

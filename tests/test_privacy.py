@@ -118,3 +118,17 @@ def test_gaussian_global_meets_delta(eps):
     achieved = norm.cdf(1 / (2 * sig) - eps * sig) - math.exp(eps) * norm.cdf(-1 / (2 * sig) - eps * sig)
     assert achieved <= delta * (1 + 1e-6)
     assert analytic_gaussian_sigma(eps, delta) <= sig * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("eps", [700.0, 1e3, 1e37, 1e300])
+def test_analytic_gaussian_sigma_at_huge_epsilon_is_finite_and_meets_delta(eps):
+    # e^eps overflows above eps ~ 709: the log-space form must give a finite sigma whose
+    # privacy profile (evaluated in logs) is within delta, and agree with the direct form at 700
+    from scipy.stats import norm
+    delta = 1e-5
+    sig = analytic_gaussian_sigma(eps, delta)
+    assert math.isfinite(sig) and sig > 0
+    a, b = 1 / (2 * sig), eps * sig
+    assert norm.cdf(a - b) - math.exp(eps + norm.logcdf(-a - b)) <= delta * (1 + 1e-6)
+    if eps == 700.0:
+        assert sig == pytest.approx(analytic_gaussian_sigma(699.9999999, delta), rel=1e-6)

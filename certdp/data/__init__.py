@@ -79,7 +79,7 @@ class DatasetEntry:
 
 
 REGISTRY: dict[str, DatasetEntry] = {}
-_MODULES = ("certdp.data.synthetic", "certdp.data.tabular", "certdp.data.vision", "certdp.data.text")
+_MODULES = ("certdp.data.synthetic", "certdp.data.tabular", "certdp.data.adult", "certdp.data.vision", "certdp.data.text")
 
 
 # Keys every dataset config carries: its name (checked by load_dataset) and the model it

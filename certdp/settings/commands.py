@@ -183,10 +183,19 @@ class BaselineSettings:
     student_steps: int
 
 
+def _grid_values(value: Any, key: str) -> tuple:
+    """Positive finite numbers, each kept as written: an integer stays an integer (5, not 5.0),
+    because a grid point's values seed its DP-SGD generator through their ``repr``
+    (:func:`certdp.seeding.generator_for`) and name it in the results (``epochs=5``)."""
+    parsed = reals(value, key, lo=0, lo_open=True)
+    given = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(int(p) if isinstance(v, int) and not isinstance(v, bool) else p for v, p in zip(given, parsed))
+
+
 GRID_FIELDS = {
-    "lr": Field([0.1, 0.5, 2.0], partial(reals, lo=0, lo_open=True)),
-    "clip": Field([0.1, 1.0], partial(reals, lo=0, lo_open=True)),
-    "epochs": Field([5, 20], partial(reals, lo=0, lo_open=True)),
+    "lr": Field([0.1, 0.5, 2.0], _grid_values),
+    "clip": Field([0.1, 1.0], _grid_values),
+    "epochs": Field([5, 20], _grid_values),
     "batch_size": Field([64, 256], partial(integers, lo=1)),
 }
 OPTIMISED_FIELDS = {

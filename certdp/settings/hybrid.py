@@ -20,7 +20,9 @@ from certdp.data.params import (Field, boolean, choice, choices, integer, intege
 from certdp.data.sources import cache_dir
 from certdp.errors import ConfigError
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
+from certdp.bounds import get_certificate
 from certdp.privacy.mechanisms import make_mechanism, names as names_of
+from certdp.privacy.smoothness import POLICIES, release_proof
 from certdp.settings.base import RunOptions, strict, subsection, top_level
 from certdp.settings.privacy import MAX_DRAWS, _beta
 from certdp.settings.training import MAX_STEPS
@@ -106,6 +108,7 @@ class HybridSettings:
     seed: int
     work_dir: Path
     dataset: dict = field(default_factory=dict)   # the sst2 dataset's settings, for the data layer
+    smoothness: str = "proven"                    # privacy.smoothness (certdp/privacy/smoothness.py)
     run: RunOptions | None = field(default=None, compare=False)
 
 
@@ -203,28 +206,36 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     run, sec = top_level(cfg, command="hybrid", sections=TOP)
     d = section(sec["dataset"], "dataset")
     if d.get("name", "sst2") != "sst2":
-        raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}')")
+        raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")
     n_test_eval = integer(d.pop("n_test_eval", None), "dataset.n_test_eval", lo=1, none=True,
                           null_means="the whole test set")
     dataset = dataset_settings({**d, "name": "sst2"})
     own = parse_settings({k: dataset[k] for k in HYBRID_DATASET_FIELDS if dataset.get(k) is not None},
                          HYBRID_DATASET_FIELDS, prefix="dataset")
     p = strict(sec["privacy"], {"epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True)),
-                                "delta": Field(1e-5, DELTA)}, prefix="privacy")
+                                "delta": Field(1e-5, DELTA),
+                                "smoothness": Field("proven", partial(choice, allowed=POLICIES))}, prefix="privacy")
     split = strict(sec["split"], SPLIT_FIELDS, prefix="split")
     h = strict(sec["hybrid"], HYBRID_FIELDS, prefix="hybrid")
     sw = h["size_sweep"]
     dps = DPLoraSettings(**strict(sec["dpsgd"], DPLORA_FIELDS, prefix="dpsgd"))
     hd = strict(sec["head"], _head_fields(), prefix="head")
     head = HeadSettings(**hd)
-    for release in head.releases:      # a beta above a release's limit fails here (P = 1: the loosest limit)
+    # a beta above a release's limit fails here (P = 1: the loosest limit), named as the head's key
+    head_keys = {"privacy.beta": "head.beta", "privacy.delta": "head.delta"}
+    for release in head.releases:
         for eps in p["epsilons"]:
             for f in split["fractions"]:
-                make_mechanism(release, query="parameter", epsilon=eps * (1 - f), delta=head.delta, beta=head.beta,
-                               n_params=1)
+                try:
+                    make_mechanism(release, query="parameter", epsilon=eps * (1 - f), delta=head.delta,
+                                   beta=head.beta, n_params=1)
+                except ConfigError as e:
+                    raise ConfigError(head_keys.get(e.key, e.key), e.message) from None
+    if {"hybrid", "frozen_ags"} & set(h["arms"]):    # the AGS head's releases are smooth: refuse before any work
+        release_proof(get_certificate(head.certificate), p["smoothness"])
     lora = strict(sec["lora"], LORA_FIELDS, prefix="lora")
     if dps.delta + head.delta > p["delta"] * (1 + 1e-12):
-        raise ConfigError("dpsgd.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
+        raise ConfigError("privacy.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
                                          f"privacy.delta {p['delta']:g}; lower dpsgd.delta or head.delta")
     if run.selection == "fixed":      # one candidate per arm: nothing is chosen among private runs
         dpsgd_head = strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS, prefix="dpsgd_head")
@@ -249,4 +260,5 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
         dpsgd=dps, head=head, dpsgd_head=DPSGDHeadSettings(**strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS,
                                                                     prefix="dpsgd_head")),
         seed=run.seed, work_dir=_writable_folder(work, "hybrid.work_dir"),
-        dataset={**dataset, "encoder": own["encoder"], "max_seq_length": own["max_seq_length"]}, run=run)
+        dataset={**dataset, "encoder": own["encoder"], "max_seq_length": own["max_seq_length"]},
+        smoothness=p["smoothness"], run=run)

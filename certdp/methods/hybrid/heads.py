@@ -33,6 +33,7 @@ from certdp.bounds import get_certificate
 from certdp.data.features import fit_public_pca
 from certdp.data.text import TextPart
 from certdp.certify import require_finite, trivial_cover
+from certdp.privacy.smoothness import release_proof
 from certdp.seeding import generator_for
 from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_torch, save_torch
@@ -137,7 +138,10 @@ def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) ->
 
 def ags_release(s: HybridSettings, env: dict, f: Features, *, epsilon: float, delta: float, release: str,
                 allocation: str, label) -> dict:
-    """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies."""
+    """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies;
+    ``smoothness_proof``: whether the head's staircase is provably beta-smooth (the release-proof
+    policy ``privacy.smoothness``, certdp/privacy/smoothness.py; a refusal otherwise)."""
+    proof = release_proof(get_certificate(s.head.certificate), s.smoothness)
     model = head_model(env["d"])
     P = model.n_params
     w = env["weights"] if allocation == "anisotropic" else torch.ones(P, dtype=DTYPE)
@@ -154,7 +158,8 @@ def ags_release(s: HybridSettings, env: dict, f: Features, *, epsilon: float, de
     acc_pub, acc_test = heads_accuracy(s, model, env["nominal"] + w * (mech.scale(u) * z), f)
     _, nom_test = heads_accuracy(s, model, env["nominal"].unsqueeze(0), f)
     return {"u": u, "beta": float(mech.beta), "scale": float(mech.scale(u)), "regime": mech.regime,
-            "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0])}
+            "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0]),
+            "smoothness_proof": proof}
 
 
 def dpsgd_head(s: HybridSettings, f: Features, *, epsilon: float, delta: float, label) -> dict:

@@ -82,7 +82,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 
     def dlt(sig):
         a, b = 1 / (2 * sig), epsilon * sig
-        return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b)
+        if epsilon < 700:
+            return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b)
+        # e^eps overflows a float above eps ~ 709: multiply in logs (a + b >= sqrt(2 eps), so
+        # log Phi(-a - b) <= -eps and the product stays below 1)
+        return norm.cdf(a - b) - math.exp(epsilon + norm.logcdf(-a - b))
 
     lo, hi = 1e-6, 1.0
     while dlt(hi) > delta:
