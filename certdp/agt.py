@@ -22,6 +22,65 @@ step is one ``step_bounds`` call per chunk of radii, box j paired with radius k_
 with ``window_bounds``.  Because T_k is also a valid bound for every smaller radius, boxes are
 intersected downwards (a running max/min from the largest radius), and every step is widened
 outward by a relative 1e-12 against rounding.
+
+Per-epoch substitution budget (``certificate.substitutions=per_epoch``, the default)
+----------------------------------------------------------------------------------
+The per-batch step above lets *every* batch hold k substituted records.  certdp's batch plan
+(:func:`certdp.training.batch_plan`) cuts each epoch's permutation into E = floor(N / b)
+consecutive batches (tail dropped), so an index occupies at most one slot per epoch: for D' with
+substituted index set S (|S| <= k) and n_t = |B_t n S|,
+
+    sum_{t in epoch} n_t <= k,    0 <= n_t <= min(k, b).                              (budget)
+
+(:func:`epoch_length` checks this on the plan actually used; a plan without it is certified per
+batch.)  The *ledger* uses it at per-batch cost.  Let g_i be the clipped gradient of D's record i,
+s_i in [-gamma, gamma]^P that of the record D' puts in its place, eta = lr / b, and theta'_t the
+run on D'.  Then exactly
+
+    theta'_{t+1} = lam theta'_t - eta sum_{i in B_t} g_i(theta'_t) + sigma_t,
+    sigma_t = eta sum_{i in B_t n S} (g_i(theta'_t) - s_i),   |sigma_t,p| <= n_t rho,  rho = 2 gamma eta.
+
+Split theta'_t = psi_t + S_t with S_t = sum_{t' < t in the current epoch (and window)}
+lam^(t-1-t') sigma_t' (the neighbour's substitution deviation so far in this epoch).  Then
+psi_{t+1} = lam psi_t - eta sum_{i in B_t} g_i(theta'_t): *no* substitution term, every slot's
+*original* record.  By (budget) and 0 < lam <= 1, |S_t,p| <= rho sum_t' n_t' lam^(t-1-t') <= k rho,
+so S_t lies in [-L_t, L_t] with the data-independent half-width
+
+    L_t(k) = k rho  once the epoch has had a step (s >= 1),   L_t(k) = 0  at its start (s = 0).
+
+(The exact maximum over allocations, rho sum_{j<s} lam^j min(b, max(0, k - j b)), is smaller
+only early in an epoch for k > b or with lam < 1; its increments in k can vanish, which the
+nesting argument below cannot afford, so k rho is used.)  So the engine keeps, per radius, a box B_t
+containing psi_t for every D' within k, and one step is
+
+    X_t = (B_t +- L_t(k)) n C_t                          (contains theta'_t),
+    B_{t+1} = lam B_t - eta [ sum_i u_i(X_t), sum_i l_i(X_t) ]   (plain sums over all b records,
+                                                                no top-k, no k*gamma),
+
+[l_i, u_i] the engine's clipped-gradient bounds of record i over X_t (engines may bound the map
+psi, theta -> lam psi - eta sum g(theta) jointly: ``Certificate.ledger_step_bounds``).  C_t is the
+data-independent cover lam^m [start] +- lr gamma sum_{j<m} lam^j (m steps after the start) that
+contains every run of the algorithm on any data.  At an epoch boundary (and at the end)
+S is folded into the box: B <- (B +- L) n C, and the ledger restarts empty (psi = theta').
+The nominal run of D is psi for S = {} and is kept inside B.  Since psi_t depends on D' only
+(not on k), the boxes of two radii k < k' both contain psi_t for every D' within k: intersecting
+B downwards over the ledger radii is sound.  Radii k >= b E (the budget never binds: every slot
+of an epoch may be substituted) and plans with one batch per epoch (full batch) take the per-batch
+step, so full-batch runs are unchanged.
+
+Nesting (privacy/sensitivity.py, condition (N)): for neighbours D ~ D' differing at record r and
+every ledger radius k,  B_t(D; k)  is a subset of  B_t(D'; k+1) +- o_t,  o_t = rho lam^age when r
+has appeared in the current epoch (age steps ago), else 0.  Induction: L(k+1) = L(k) + rho >=
+L(k) + o_t whenever o_t > 0 (then s >= 1), so X(D;k) subset X(D';k+1); (M1) (inclusion-monotone
+per-sample bounds, IBP) nests the bounds of every common record, so a step without r maps the
+inclusion to itself with o_t shrunk by lam; the step whose batch holds r (o_t = 0 before: r is
+used once per epoch) changes one plain-sum term by at most |u_r - u_r'| <= 2 gamma, i.e. the
+boxes by eta 2 gamma = rho: o_{t+1} = rho; at a fold B(D;k) +- L(k) subset B(D';k+1) +- L(k) +- o
+subset B(D';k+1) +- L(k+1), and o resets with the epoch.
+The cover cap and the downward intersection are data-independent and monotone; radii >= b E use
+the per-batch step, whose boxes for k >= b are the data-independent trivial cover, which contains
+every capped ledger box.  So the ledger with IBP (top-k or plain sums) keeps (N) and IBP's
+``nesting_monotone`` covers it.
 """
 
 from __future__ import annotations
@@ -114,6 +173,13 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
     # window's start (``cert.window_bounds``); every other engine goes one step at a time.
     order = list(step_range)
+    E = epoch_length(plan, n) if (window is None and not full
+                                  and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
+    if E is not None and int(ks[0]) < b * E:
+        start = Interval(lo, hi)
+        lo, hi, theta = _run_ledger(cert, model, start, theta, x, y, plan, order, ks, settings, E=E,
+                                    chunk=chunk, progress=progress)
+        return Envelopes(ks, lo, hi, theta)
     blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
               else [[t] for t in order])
     it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
@@ -138,3 +204,86 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         lo = torch.minimum(lo, theta)
         hi = torch.maximum(hi, theta)
     return Envelopes(ks, lo, hi, theta)
+
+
+def epoch_length(plan: torch.Tensor, n: int) -> int | None:
+    """E = floor(N / b) if the plan has more than one batch per epoch and no index occurs twice in
+    any aligned block of E consecutive steps (the structure of :func:`certdp.training.batch_plan`,
+    which the per-epoch budget relies on), else None (certify per batch)."""
+    b = plan.shape[1]
+    E = n // b
+    if E < 2:
+        return None
+    T = plan.shape[0]
+    for s in range(0, T, E):
+        blk = plan[s:s + E].reshape(-1)
+        if torch.unique(blk).numel() != blk.numel():
+            return None
+    return E
+
+
+def ledger_width(ks: torch.Tensor, s: int, *, rho: float) -> torch.Tensor:
+    """Half-width [K] of the substitution ledger after ``s`` steps of an epoch (module docstring):
+    k * rho for s >= 1, 0 at the epoch's start."""
+    return ks.to(DTYPE) * rho if s > 0 else torch.zeros(len(ks), dtype=DTYPE)
+
+
+def _intersect_down(lo, hi):
+    """T_k is valid for every radius below k as well: a running max/min from the largest radius."""
+    return (torch.flip(torch.cummax(torch.flip(lo, [0]), 0).values, [0]),
+            torch.flip(torch.cummin(torch.flip(hi, [0]), 0).values, [0]))
+
+
+def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, settings, *, E, chunk, progress):
+    """The per-epoch ledger (module docstring) over the steps ``order``; returns (lo, hi, theta)."""
+    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
+    b = plan.shape[1]
+    rho = 2.0 * gamma * lr / b
+    led = ks < b * E                       # radii whose budget binds; the rest go per batch
+    kl = ks[led]
+    B_lo, B_hi = start.lo[led].clone(), start.hi[led].clone()
+    T_lo, T_hi = start.lo[~led].clone(), start.hi[~led].clone()
+    # data-independent cover of every run from the start box: lam^m start +- lr gamma sum lam^j
+    c_lo, c_hi = start.lo[led].clone(), start.hi[led].clone()
+    s = 0
+    it = tqdm(order, desc=f"AGT[{cert.name}, per-epoch] |K|={len(ks)}", disable=not progress, leave=False)
+
+    def fold(B_lo, B_hi, s):
+        L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
+        nb = outward(Interval(B_lo - L, B_hi + L), rel=1e-12, abs_=1e-14)
+        return torch.maximum(nb.lo, c_lo), torch.minimum(nb.hi, c_hi)
+
+    for t in it:
+        if s > 0 and t % E == 0:
+            B_lo, B_hi = fold(B_lo, B_hi, s)
+            B_lo, B_hi = torch.minimum(B_lo, theta), torch.maximum(B_hi, theta)
+            s = 0
+        xb, yb = x[plan[t]], y[plan[t]]
+        L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
+        X = Interval(torch.maximum(B_lo - L, c_lo), torch.minimum(B_hi + L, c_hi))
+        nb = _chunked(lambda sl: cert.ledger_step_bounds(model, Interval(B_lo[sl], B_hi[sl]), xb, yb,
+                                                          domain=Interval(X.lo[sl], X.hi[sl]),
+                                                          shift=L[sl].expand(-1, B_lo.shape[1]),
+                                                          settings=settings), len(kl), chunk)
+        nb = outward(nb, rel=1e-12, abs_=1e-14)
+        B_lo, B_hi = _intersect_down(nb.lo, nb.hi)
+        if len(T_lo):
+            n_lo, n_hi = _one_step(cert, model, T_lo, T_hi, xb, yb, ks[~led], settings, chunk)
+            nt = outward(Interval(n_lo, n_hi), rel=1e-12, abs_=1e-14)
+            T_lo, T_hi = _intersect_down(nt.lo, nt.hi)
+        g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
+        theta = lam * theta - lr * g_nom.mean(0)
+        B_lo, B_hi = torch.minimum(B_lo, theta), torch.maximum(B_hi, theta)
+        T_lo, T_hi = torch.minimum(T_lo, theta), torch.maximum(T_hi, theta)
+        nc = outward(Interval(lam * c_lo - lr * gamma, lam * c_hi + lr * gamma), rel=1e-12, abs_=1e-14)
+        c_lo, c_hi = nc.lo, nc.hi
+        s += 1
+    B_lo, B_hi = fold(B_lo, B_hi, s)
+    lo, hi = torch.cat([B_lo, T_lo], 0), torch.cat([B_hi, T_hi], 0)    # ks ascending: ledger radii first
+    lo, hi = _intersect_down(lo, hi)
+    return torch.minimum(lo, theta), torch.maximum(hi, theta), theta
+
+
+def _chunked(fn, n: int, chunk: int) -> Interval:
+    parts = [fn(slice(s, s + chunk)) for s in range(0, n, chunk)]
+    return Interval(torch.cat([p.lo for p in parts], 0), torch.cat([p.hi for p in parts], 0))

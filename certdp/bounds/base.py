@@ -36,6 +36,14 @@ Hooks (an engine overrides at least one of the first three; the others have defa
                                            clipped-GD step)
 ``output_bounds``                          [M, n, out] model outputs over the boxes (default:
                                            the interval forward pass)
+``ledger_step_bounds``                     [M, P] bounds of lam * psi - (lr/b) * sum_i g_i(theta)
+                                           over psi in ``anchor`` and theta in ``domain`` with
+                                           |theta - psi| <= ``shift``: the per-epoch ledger's
+                                           step (:mod:`certdp.agt`; default: the plain batch sum,
+                                           ``batch_sum_bounds`` with no substitution, over
+                                           ``domain``)
+``substitutions``                          ``per_epoch`` (AGT keeps the per-epoch ledger where the
+                                           batch plan allows it) or ``per_batch`` (default)
 ``window_steps`` / ``window_bounds``       F steps certified at once from the window's start
                                            boxes (default: None, one step at a time)
 ``supports(model)``                        False: AGT refuses the model with a one-line
@@ -72,6 +80,7 @@ class Certificate(ABC):
     scope: ClassVar[str] = "every model"
     memory_factor: float = 2.0
     window_steps: int | None = None
+    substitutions: str = "per_batch"
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -106,6 +115,17 @@ class Certificate(ABC):
         """Boxes [Q, P] after one clipped-GD step, one per query (module docstring)."""
         sums = self.batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=settings.clip)
         return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
+
+    def ledger_step_bounds(self, model, anchor: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                           domain: Interval, shift: torch.Tensor, settings) -> Interval:
+        """Boxes [M, P] containing lam * psi - (lr / b) * sum_{i=1..b} clip(grad_theta loss(f_theta(x_i),
+        y_i)) for every psi in ``anchor[m]`` and every theta in ``domain[m]`` with |theta - psi| <=
+        ``shift[m]`` (element-wise; ``domain`` contains ``anchor`` +- ``shift`` intersected with a
+        cover): the step of the per-epoch ledger (:mod:`certdp.agt`), the batch's *own* records only.
+        The default bounds the sum by the per-sample bounds over ``domain`` (no substitution)."""
+        sums = self.batch_sum_bounds(model, domain, x, y, subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long),
+                                     clip=settings.clip)
+        return clipped_gd_step(anchor, sums, settings=settings, b=x.shape[0])
 
     def output_bounds(self, model, theta: Interval, x: torch.Tensor) -> Interval:
         """Intervals [M, n, out] containing f_theta(x) for every theta in each box of ``theta``."""

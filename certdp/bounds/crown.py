@@ -65,7 +65,7 @@ import torch
 
 from certdp.bounds.aggregate import top_sum
 from certdp.bounds.base import Certificate
-from certdp.bounds.ibp import gradient_bounds, loss_grad_bounds
+from certdp.bounds.ibp import check_substitutions, gradient_bounds, loss_grad_bounds
 from certdp.bounds.interval import Interval
 from certdp.losses import MSE
 from certdp.models import ModelSpec
@@ -107,10 +107,17 @@ def head_index(model: ModelSpec) -> torch.Tensor:
 
 
 def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                      subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
+                      subs: torch.Tensor, src: torch.Tensor | None = None, settings,
+                      anchor: Interval | None = None, shift: torch.Tensor | None = None) -> Interval:
     """Joint bound [Q, P] of one clipped-GD step of a single-layer head (mse, hinge or ce) per
     query (box ``src[q]``, at most ``subs[q]`` substitutions), intersected with the IBP bound of
-    the same step (see the module docstring, part 1)."""
+    the same step (see the module docstring, part 1).
+
+    Ledger form (``anchor``, ``shift``; :meth:`Certificate.ledger_step_bounds`): the gradients are
+    relaxed over ``boxes`` (theta) and the step is lam psi - (lr/b) sum g(theta) with psi in
+    ``anchor`` and theta = psi + S, |S| <= ``shift``: the affine lower bound coef . theta + c of the
+    sum gives lam psi - (lr/b)(coef psi + coef S + c), maximised over psi in the anchor and over S
+    separately (the S term is (lr/b) |coef| shift)."""
     g = settings.clip
     lam, lr = settings.contraction, settings.lr
     n = x.shape[0]
@@ -121,6 +128,8 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     flat = idx.reshape(-1)
     xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1)                     # [n, D]
     TL, TU = boxes.lo[:, flat].view(-1, C, D), boxes.hi[:, flat].view(-1, C, D)
+    anc = boxes if anchor is None else anchor
+    AL, AU = anc.lo[:, flat].view(-1, C, D), anc.hi[:, flat].view(-1, C, D)
     M = TL.shape[0]
     Tm, Tr = (TL + TU) / 2, (TU - TL) / 2
     zm = torch.einsum("kcd,nd->knc", Tm, xt)
@@ -139,8 +148,8 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     kg = (kk.to(dt) * g).view(-1, 1, 1)
     ibp_lo_sum = _rows(cl.sum(1), src) - top_sum(cl, kk, src, largest=True, dim=1) - kg     # [Q, C, D]
     ibp_hi_sum = _rows(cu.sum(1), src) - top_sum(cu, kk, src, largest=False, dim=1) + kg
-    ibp_lo = lam * _rows(TL, src) - s * ibp_hi_sum
-    ibp_hi = lam * _rows(TU, src) - s * ibp_lo_sum
+    ibp_lo = lam * _rows(AL, src) - s * ibp_hi_sum
+    ibp_hi = lam * _rows(AU, src) - s * ibp_lo_sum
     # linear bounds of g_i,cj in z_i:  Lam . z + kappa
     al, au, bl, bu = model.loss.grad_linear_bounds(zl, zu, y)              # [M|1, n, C, C], [M, n, C]
     # g_i,cj >= Lam_L . z_i + kappa_L with Lam_L = a (x~+_j alpha_L,c + x~-_j alpha_U,c) (and the
@@ -171,12 +180,16 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     coefL = csum(Ap, alK) + csum(An, auK)
     coefU = csum(Ap, auK) + csum(An, alK)
     eye = torch.eye(C * D, dtype=dt)
-    tl, tu = TL.reshape(M, 1, C * D), TU.reshape(M, 1, C * D)
+    tl, tu = AL.reshape(M, 1, C * D), AU.reshape(M, 1, C * D)
     mu_ = lam * eye - s * coefL                                             # upper bound of theta'
     hi_box = (mu_.clamp(min=0) * tu + mu_.clamp(max=0) * tl).sum(-1)       # [M, C*D]
-    hi_lin = _rows(hi_box, src) - s * (_rows(kapL.sum(1).reshape(M, -1), src) - top_l.reshape(Q, -1))
     ml_ = lam * eye - s * coefU                                             # lower bound of theta'
     lo_box = (ml_.clamp(min=0) * tl + ml_.clamp(max=0) * tu).sum(-1)
+    if shift is not None:
+        sh = shift[:, flat].unsqueeze(-1)                                   # [M, C*D, 1]
+        hi_box = hi_box + s * torch.bmm(coefL.abs(), sh).squeeze(-1)
+        lo_box = lo_box - s * torch.bmm(coefU.abs(), sh).squeeze(-1)
+    hi_lin = _rows(hi_box, src) - s * (_rows(kapL.sum(1).reshape(M, -1), src) - top_l.reshape(Q, -1))
     lo_lin = _rows(lo_box, src) - s * (_rows(kapU.sum(1).reshape(M, -1), src) + top_u.reshape(Q, -1))
     lo_cd = torch.maximum(ibp_lo.reshape(Q, -1), lo_lin)
     hi_cd = torch.minimum(ibp_hi.reshape(Q, -1), hi_lin)
@@ -187,12 +200,14 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
 
 
 def mse_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-             subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
+             subs: torch.Tensor, src: torch.Tensor | None = None, settings,
+             anchor: Interval | None = None, shift: torch.Tensor | None = None) -> Interval:
     """:func:`single_layer_step` specialised to one-output MSE (linear regression), the AGT-R
     linear default with ~1,000 radii.  Same bound, computed with samples on the last axis
     (contiguous top-k) and without the general head's [K, n, C, C] intermediates: here
     z_ip(theta) = 2 (x~_i . theta - y_i) x~_ip is exactly linear in theta, its range over the
-    box is exact, and the chord relaxation of clip is applied to it directly."""
+    box is exact, and the chord relaxation of clip is applied to it directly.  ``anchor`` and
+    ``shift``: the ledger form of :func:`single_layer_step`."""
     g = settings.clip
     lam, lr = settings.contraction, settings.lr
     n = x.shape[0]
@@ -214,6 +229,8 @@ def mse_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor
 
     s = lr / n
     kg = (kk.to(dt) * g).unsqueeze(-1)
+    if anchor is not None:
+        lo, hi = anchor.lo, anchor.hi                                     # psi's box (ledger form)
     ibp_lo = lam * _rows(lo, src) - s * (_rows(cu.sum(-1), src) - top(cu, False) + kg)
     ibp_hi = lam * _rows(hi, src) - s * (_rows(cl.sum(-1), src) - top(cl, True) - kg)
     # substituted records: the concrete extremes of the relaxations over the box (a >= 0)
@@ -228,6 +245,9 @@ def mse_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor
     cp, cn = c.clamp(min=0), c.clamp(max=0)
     hi_box = (cp * hi.unsqueeze(1) + cn * lo.unsqueeze(1)).sum(-1)       # [M, P]
     lo_box = (cp * lo.unsqueeze(1) + cn * hi.unsqueeze(1)).sum(-1)
+    if shift is not None:
+        sv = s * (coef.abs() @ shift.unsqueeze(-1)).squeeze(-1)
+        hi_box, lo_box = hi_box + sv, lo_box - sv
     lin_hi = _rows(hi_box, src) - s * (_rows(Cl, src) - top_l)
     lin_lo = _rows(lo_box, src) - s * (_rows(Cu, src) + top_u)
     return Interval(torch.maximum(ibp_lo, lin_lo), torch.minimum(ibp_hi, lin_hi))
@@ -309,6 +329,10 @@ class CROWN(Certificate):
 
     name = "crown"
     memory_factor = 48   # [K, n, P(, C)] temporaries of the step relaxation, per radius
+    options = ("substitutions",)
+
+    def __init__(self, *, substitutions: str = "per_epoch"):
+        self.substitutions = check_substitutions(substitutions)
 
     @staticmethod
     def _mlp1(model: ModelSpec) -> bool:
@@ -324,3 +348,10 @@ class CROWN(Certificate):
             step = mse_step if isinstance(model.loss, MSE) else single_layer_step
             return step(model, boxes, x, y, subs=subs, src=src, settings=settings)
         return super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
+
+    def ledger_step_bounds(self, model, anchor, x, y, *, domain, shift, settings):
+        if model.n_layers == 1:
+            step = mse_step if isinstance(model.loss, MSE) else single_layer_step
+            return step(model, domain, x, y, subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long),
+                        settings=settings, anchor=anchor, shift=shift)
+        return super().ledger_step_bounds(model, anchor, x, y, domain=domain, shift=shift, settings=settings)

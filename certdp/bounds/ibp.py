@@ -183,19 +183,32 @@ def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tenso
     return gradient_sum_stats(model, theta, x, y, clip=clip)
 
 
+SUBSTITUTIONS = ("per_epoch", "per_batch")
+
+
+def check_substitutions(v) -> str:
+    """The validated ``certificate.substitutions`` value."""
+    if v not in SUBSTITUTIONS:
+        raise ConfigError("certificate.substitutions", f"unknown '{v}'; allowed: {', '.join(SUBSTITUTIONS)}")
+    return v
+
+
 class IBP(Certificate):
     """Interval bound propagation (``certificate=ibp``).
 
     Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``max``
-    (k times the extreme bound, from fused reductions: one pass, no [M, P, b] tensor)."""
+    (k times the extreme bound, from fused reductions: one pass, no [M, P, b] tensor).
+    Option ``substitutions``: ``per_epoch`` (default: the per-epoch ledger of :mod:`certdp.agt`
+    wherever the batch plan has more than one batch per epoch) or ``per_batch``."""
 
     name = "ibp"
-    options = ("aggregation",)
+    options = ("aggregation", "substitutions")
 
-    def __init__(self, *, aggregation: str = "topk"):
+    def __init__(self, *, aggregation: str = "topk", substitutions: str = "per_epoch"):
         if aggregation not in MODES:
             raise ConfigError("certificate.aggregation", f"unknown '{aggregation}'; allowed: {', '.join(MODES)}")
         self.aggregation = aggregation
+        self.substitutions = check_substitutions(substitutions)
 
     def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)

@@ -102,6 +102,11 @@ Engines, aggregations and caps
   most (|wm| + wr)|d am| when the midpoint moves by d am, and the radius grows by at least |d am|
   under inclusion), ReLU-derivative bounds [1[z_L > 0], 1[z_U > 0]], clipping: (M1) holds.
   Covered.
+* The per-epoch substitution ledger (``certificate.substitutions=per_epoch``, certdp/agt.py):
+  its half-width k * rho is data-independent with increments rho = 2 gamma lr / b in k, its cap
+  is the data-independent cover, and radii >= b E use the per-batch step; with IBP's (M1) the
+  boxes satisfy B(D; k) subset B(D'; k+1) +- (rho lam^age for the record r after its slot), which
+  gives (N) at every fold and at the end (proof in certdp/agt.py).  Covered with IBP.
 * ``aggregation=max`` (Sigma u - k min u + k gamma): not monotone in u (the minimum enters with
   coefficient 1 - k), and it breaks (M2): u = (-gamma, gamma, ..., gamma) at k = 3 against
   u' = (0, gamma, ..., gamma) at k = 4 gives (b + 4) gamma > (b + 3) gamma.  Refused for smooth
