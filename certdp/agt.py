@@ -141,13 +141,15 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             settings: TrainSettings, k_values, certificate: Certificate | None = None,
             plan: torch.Tensor | None = None,
             progress: bool = True, start_box: Interval | None = None,
-            steps: range | None = None) -> Envelopes:
+            steps: range | None = None, trace: list | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
     ``start_box`` ([K, P]) lets a window start from existing envelopes; by default training
     starts from the point ``theta_init`` (for every radius).  ``steps`` restricts to a window of
     the batch plan (multi-release AGS).  ``certificate`` defaults to IBP; a model it does not
-    support is a ConfigError before any work."""
+    support is a ConfigError before any work.  ``trace`` (a list, per-step engines only): receives,
+    before every step t, boxes (lo, hi) [K, P] that contain theta'_t for every dataset within k
+    substitutions (relational engines cap their intermediate bounds with them)."""
     cert = certificate if certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
     x = x.to(DTYPE)
@@ -178,12 +180,16 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     if E is not None and int(ks[0]) < b * E:
         start = Interval(lo, hi)
         lo, hi, theta = _run_ledger(cert, model, start, theta, x, y, plan, order, ks, settings, E=E,
-                                    chunk=chunk, progress=progress)
+                                    chunk=chunk, progress=progress, trace=trace)
         return Envelopes(ks, lo, hi, theta)
     blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
               else [[t] for t in order])
     it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
+    if trace is not None and window:
+        raise ValueError("trace needs a per-step engine")
     for block in it:
+        if trace is not None:
+            trace.append((lo.clone(), hi.clone()))
         new_theta = theta
         for t in block:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
@@ -234,7 +240,8 @@ def _intersect_down(lo, hi):
             torch.flip(torch.cummin(torch.flip(hi, [0]), 0).values, [0]))
 
 
-def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, settings, *, E, chunk, progress):
+def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, settings, *, E, chunk, progress,
+                trace=None):
     """The per-epoch ledger (module docstring) over the steps ``order``; returns (lo, hi, theta)."""
     lam, lr, gamma = settings.contraction, settings.lr, settings.clip
     b = plan.shape[1]
@@ -261,6 +268,8 @@ def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, sett
         xb, yb = x[plan[t]], y[plan[t]]
         L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
         X = Interval(torch.maximum(B_lo - L, c_lo), torch.minimum(B_hi + L, c_hi))
+        if trace is not None:
+            trace.append((torch.cat([X.lo, T_lo], 0), torch.cat([X.hi, T_hi], 0)))
         nb = _chunked(lambda sl: cert.ledger_step_bounds(model, Interval(B_lo[sl], B_hi[sl]), xb, yb,
                                                           domain=Interval(X.lo[sl], X.hi[sl]),
                                                           shift=L[sl].expand(-1, B_lo.shape[1]),
