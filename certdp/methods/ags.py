@@ -124,9 +124,10 @@ def ags_settings(d: dict, steps: int) -> AGSSettings:
             raise ConfigError("ags.ablation_compositions", f"unknown '{c}'; allowed: {', '.join(ACCOUNTANTS)}")
     raw = d.get("baselines")
     base = tuple(("dpsgd_matched", "dpsgd_optimised", "pate") if raw is None else raw)
+    from certdp.methods.dpsgd import BASELINES
     for b in base:
-        if b not in ("dpsgd_matched", "dpsgd_optimised", "pate"):
-            raise ConfigError("ags.baselines", f"unknown '{b}'; allowed: dpsgd_matched, dpsgd_optimised, pate")
+        if b not in BASELINES:
+            raise ConfigError("ags.baselines", f"unknown '{b}'; allowed: {', '.join(BASELINES)}")
     return AGSSettings(n, S, comp, None if ratio is None else float(ratio), abl, acomp,
                        int(d.get("ablation_draws", 3)), base,
                        None if d.get("baseline_draws") is None else int(d["baseline_draws"]))
