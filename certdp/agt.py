@@ -65,8 +65,9 @@ S is folded into the box: B <- (B +- L) n C, and the ledger restarts empty (psi 
 The nominal run of D is psi for S = {} and is kept inside B.  Since psi_t depends on D' only
 (not on k), the boxes of two radii k < k' both contain psi_t for every D' within k: intersecting
 B downwards over the ledger radii is sound.  Radii k >= b E (the budget never binds: every slot
-of an epoch may be substituted) and plans with one batch per epoch (full batch) take the per-batch
-step, so full-batch runs are unchanged.
+of an epoch may be substituted) get the cover C itself (the per-batch step gives the same box
+for k >= b, up to rounding); plans with one batch per epoch (full batch) take the per-batch step,
+so full-batch runs are unchanged.
 
 Nesting (privacy/sensitivity.py, condition (N)): for neighbours D ~ D' differing at record r and
 every ledger radius k,  B_t(D; k)  is a subset of  B_t(D'; k+1) +- o_t,  o_t = rho lam^age when r
@@ -77,9 +78,9 @@ inclusion to itself with o_t shrunk by lam; the step whose batch holds r (o_t = 
 used once per epoch) changes one plain-sum term by at most |u_r - u_r'| <= 2 gamma, i.e. the
 boxes by eta 2 gamma = rho: o_{t+1} = rho; at a fold B(D;k) +- L(k) subset B(D';k+1) +- L(k) +- o
 subset B(D';k+1) +- L(k+1), and o resets with the epoch.
-The cover cap and the downward intersection are data-independent and monotone; radii >= b E use
-the per-batch step, whose boxes for k >= b are the data-independent trivial cover, which contains
-every capped ledger box.  So the ledger with IBP (top-k or plain sums) keeps (N) and IBP's
+The cover cap and the downward intersection are data-independent and monotone; radii >= b E get
+the data-independent cover, which contains every capped ledger box (and is the same box for every
+D, as the ceiling radius N of condition (C) needs).  So the ledger with IBP (top-k or plain sums) keeps (N) and IBP's
 ``nesting_monotone`` covers it.
 """
 
@@ -246,19 +247,21 @@ def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, sett
     lam, lr, gamma = settings.contraction, settings.lr, settings.clip
     b = plan.shape[1]
     rho = 2.0 * gamma * lr / b
-    led = ks < b * E                       # radii whose budget binds; the rest go per batch
+    led = ks < b * E                       # radii whose budget binds
     kl = ks[led]
+    n_led = len(kl)
     B_lo, B_hi = start.lo[led].clone(), start.hi[led].clone()
-    T_lo, T_hi = start.lo[~led].clone(), start.hi[~led].clone()
-    # data-independent cover of every run from the start box: lam^m start +- lr gamma sum lam^j
-    c_lo, c_hi = start.lo[led].clone(), start.hi[led].clone()
+    # data-independent cover of every run from the start box: lam^m start +- lr gamma sum lam^j.
+    # Radii >= b E (every slot of an epoch may be substituted) get exactly this box: the per-batch
+    # step gives the same box for k >= b up to rounding, and the cover is data-independent.
+    C_lo, C_hi = start.lo.clone(), start.hi.clone()
     s = 0
     it = tqdm(order, desc=f"AGT[{cert.name}, per-epoch] |K|={len(ks)}", disable=not progress, leave=False)
 
     def fold(B_lo, B_hi, s):
         L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
         nb = outward(Interval(B_lo - L, B_hi + L), rel=1e-12, abs_=1e-14)
-        return torch.maximum(nb.lo, c_lo), torch.minimum(nb.hi, c_hi)
+        return torch.maximum(nb.lo, C_lo[:n_led]), torch.minimum(nb.hi, C_hi[:n_led])
 
     for t in it:
         if s > 0 and t % E == 0:
@@ -267,28 +270,26 @@ def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, sett
             s = 0
         xb, yb = x[plan[t]], y[plan[t]]
         L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
-        X = Interval(torch.maximum(B_lo - L, c_lo), torch.minimum(B_hi + L, c_hi))
+        X = Interval(torch.maximum(B_lo - L, C_lo[:n_led]), torch.minimum(B_hi + L, C_hi[:n_led]))
         if trace is not None:
-            trace.append((torch.cat([X.lo, T_lo], 0), torch.cat([X.hi, T_hi], 0)))
-        nb = _chunked(lambda sl: cert.ledger_step_bounds(model, Interval(B_lo[sl], B_hi[sl]), xb, yb,
-                                                          domain=Interval(X.lo[sl], X.hi[sl]),
-                                                          shift=L[sl].expand(-1, B_lo.shape[1]),
-                                                          settings=settings), len(kl), chunk)
+            trace.append((torch.cat([X.lo, C_lo[n_led:]], 0), torch.cat([X.hi, C_hi[n_led:]], 0)))
+        shift = L.expand(-1, B_lo.shape[1])
+        if n_led <= chunk:
+            nb = cert.ledger_step_bounds(model, Interval(B_lo, B_hi), xb, yb, domain=X, shift=shift, settings=settings)
+        else:
+            nb = _chunked(lambda sl: cert.ledger_step_bounds(model, Interval(B_lo[sl], B_hi[sl]), xb, yb,
+                                                              domain=Interval(X.lo[sl], X.hi[sl]), shift=shift[sl],
+                                                              settings=settings), n_led, chunk)
         nb = outward(nb, rel=1e-12, abs_=1e-14)
         B_lo, B_hi = _intersect_down(nb.lo, nb.hi)
-        if len(T_lo):
-            n_lo, n_hi = _one_step(cert, model, T_lo, T_hi, xb, yb, ks[~led], settings, chunk)
-            nt = outward(Interval(n_lo, n_hi), rel=1e-12, abs_=1e-14)
-            T_lo, T_hi = _intersect_down(nt.lo, nt.hi)
         g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
         theta = lam * theta - lr * g_nom.mean(0)
         B_lo, B_hi = torch.minimum(B_lo, theta), torch.maximum(B_hi, theta)
-        T_lo, T_hi = torch.minimum(T_lo, theta), torch.maximum(T_hi, theta)
-        nc = outward(Interval(lam * c_lo - lr * gamma, lam * c_hi + lr * gamma), rel=1e-12, abs_=1e-14)
-        c_lo, c_hi = nc.lo, nc.hi
+        nc = outward(Interval(lam * C_lo - lr * gamma, lam * C_hi + lr * gamma), rel=1e-12, abs_=1e-14)
+        C_lo, C_hi = nc.lo, nc.hi
         s += 1
     B_lo, B_hi = fold(B_lo, B_hi, s)
-    lo, hi = torch.cat([B_lo, T_lo], 0), torch.cat([B_hi, T_hi], 0)    # ks ascending: ledger radii first
+    lo, hi = torch.cat([B_lo, C_lo[n_led:]], 0), torch.cat([B_hi, C_hi[n_led:]], 0)   # ks ascending
     lo, hi = _intersect_down(lo, hi)
     return torch.minimum(lo, theta), torch.maximum(hi, theta), theta
 

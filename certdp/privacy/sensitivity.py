@@ -104,7 +104,7 @@ Engines, aggregations and caps
   Covered.
 * The per-epoch substitution ledger (``certificate.substitutions=per_epoch``, certdp/agt.py):
   its half-width k * rho is data-independent with increments rho = 2 gamma lr / b in k, its cap
-  is the data-independent cover, and radii >= b E use the per-batch step; with IBP's (M1) the
+  is the data-independent cover, and radii >= b E get the cover itself; with IBP's (M1) the
   boxes satisfy B(D; k) subset B(D'; k+1) +- (rho lam^age for the record r after its slot), which
   gives (N) at every fold and at the end (proof in certdp/agt.py).  Covered with IBP.
 * ``aggregation=max`` (Sigma u - k min u + k gamma): not monotone in u (the minimum enters with
