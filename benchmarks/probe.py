@@ -317,7 +317,7 @@ def build() -> list[Probe]:  # noqa: C901 - one table
     t.refuse("agtr", "certificate.workers", ["abc", "0", "2.7"], base=milp)
     t.refuse("agtr", "certificate.mip_gap", ["abc", "-1", "nan"], base=milp)
     t.run("agtr", ["certificate.frequency=3"], base=milp, timeout=300)
-    t.run("agtr", ["certificate=ibp", "certificate.name=ibp", "certificate.aggregation=max"])
+    t.run("agtr", ["certificate=ibp", "certificate.name=ibp", "certificate.aggregation=tau"])
     t.add("agtr", ["default_certificate=foo"], "refuse", ("default_certificate", "certificate.name"),
           base=merge(LIN, ["certificate=auto"]))
     t.refuse("agtr", "progress", ["maybe"])

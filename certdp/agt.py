@@ -10,18 +10,37 @@ where SEMin_{b-k} is the sum of the b-k smallest lower bounds (= sum(l) - top_k(
 SEMax_{b-k} the sum of the b-k largest upper bounds (= sum(u) - bottom_k(u)): the k substituted
 records contribute clipped gradients in [-gamma, gamma] and the retained ones at least their
 lower bounds.  Taking k' < k substitutions in a batch only raises the lower end (each extra
-removal drops a value >= -gamma and adds -gamma), so k is the worst case.  For k >= b the sum
-is in [-b*gamma, b*gamma].  The step theta <- lam*theta - lr/b * sum then gives
+removal drops a value >= -gamma and adds -gamma), so k is the worst case.  The step
+theta <- lam*theta - lr/b * sum then gives
 
     lo' = lam*lo - lr/b * SumU,     hi' = lam*hi - lr/b * SumL.
 
 (:mod:`certdp.bounds.aggregate`; engines may bound the step jointly instead, see
-:mod:`certdp.bounds.base`.)  All radii share one pass: boxes carry a leading K axis and every
-step is one ``step_bounds`` call per chunk of radii, box j paired with radius k_j
-(``src=None, subs=k_values``); window engines (``window_steps`` = F) certify F steps at once
-with ``window_bounds``.  Because T_k is also a valid bound for every smaller radius, boxes are
-intersected downwards (a running max/min from the largest radius), and every step is widened
-outward by a relative 1e-12 against rounding.
+:mod:`certdp.bounds.base`.)  All radii share one pass: boxes carry a leading axis and every step
+is one ``step_bounds`` call per chunk of radii, box i paired with radius r_i (``src=None``);
+window engines (``window_steps`` = F) certify F steps at once with ``window_bounds``.
+
+What AGT adds to the engine's step, and why (the smoothness proof, certdp/privacy/sensitivity.py,
+needs T_{r_i}(D) inside T_{r_{i+1}}(D') for neighbours, for the *floating-point* boxes):
+
+* Radius 0.  Row 0 is the radius-0 query (``subs = 0``) started at the point theta_init: the
+  engine's own bound on the nominal step, a box of rounding width.  The returned nominal is the
+  trained theta clamped into it, so the released point lies in T_0(D), and T_0(D) nests into
+  T_{r_1}(D') by the same induction as every other radius (instead of a separately computed
+  nominal that is only close to the envelopes).
+* The trivial cover C_t: C_0 is the hull of the start boxes, C_{t+1} = lam*C_t -/+ lr*gamma (every
+  clipped gradient coordinate is in [-gamma, gamma], whatever the data), widened outward.  It
+  contains every reachable parameter vector of every dataset, does not depend on the data, and
+  every box is intersected with it.  Radii r >= b (any batch may be entirely substituted) are
+  set to C_t exactly: the engine's formula would give the same box up to rounding, and only the
+  exact, data-independent box makes T_N the same for every dataset (the proof's condition (C)).
+* Widening: every step is widened outward by a relative 1e-12 (+1e-14) against the engine's
+  rounding (soundness), and radius index i additionally by i*E with E = ``cert.nesting_slack``, a
+  data-independent bound on the rounding that can break nesting between two datasets; since
+  index i of D is compared with index i+1 of D', the extra E absorbs it (graded widening).
+* Downward intersection: T_r is valid for every radius below r too, so boxes 1..K are
+  intersected downwards (a running max/min from the largest radius); box i of D then maps into
+  box i+1 of D' because every D'-box of index > i contains a D-box of index >= i.
 
 Per-epoch substitution budget (``certificate.substitutions=per_epoch``, the default)
 ----------------------------------------------------------------------------------
@@ -62,9 +81,9 @@ psi, theta -> lam psi - eta sum g(theta) jointly: ``Certificate.ledger_step_boun
 data-independent cover lam^m [start] +- lr gamma sum_{j<m} lam^j (m steps after the start) that
 contains every run of the algorithm on any data.  At an epoch boundary (and at the end)
 S is folded into the box: B <- (B +- L) n C, and the ledger restarts empty (psi = theta').
-The nominal run of D is psi for S = {} and is kept inside B.  Since psi_t depends on D' only
+Radius 0 is the ledger row with k = 0 (L = 0: the engine's radius-0 step).  Since psi_t depends on D' only
 (not on k), the boxes of two radii k < k' both contain psi_t for every D' within k: intersecting
-B downwards over the ledger radii is sound.  Radii k >= b E (the budget never binds: every slot
+B downwards over the ledger radii (radius 0 apart, as above) is sound.  Radii k >= b E (the budget never binds: every slot
 of an epoch may be substituted) get the cover C itself (the per-batch step gives the same box
 for k >= b, up to rounding); plans with one batch per epoch (full batch) take the per-batch step,
 so full-batch runs are unchanged.
@@ -78,7 +97,8 @@ inclusion to itself with o_t shrunk by lam; the step whose batch holds r (o_t = 
 used once per epoch) changes one plain-sum term by at most |u_r - u_r'| <= 2 gamma, i.e. the
 boxes by eta 2 gamma = rho: o_{t+1} = rho; at a fold B(D;k) +- L(k) subset B(D';k+1) +- L(k) +- o
 subset B(D';k+1) +- L(k+1), and o resets with the epoch.
-The cover cap and the downward intersection are data-independent and monotone; radii >= b E get
+The cover cap, the graded widening (also applied at a fold, whose one addition rounds less than a
+step) and the downward intersection are data-independent and monotone; radii >= b E get
 the data-independent cover, which contains every capped ledger box (and is the same box for every
 D, as the ceiling radius N of condition (C) needs).  So the ledger with IBP (top-k or plain sums) keeps (N) and IBP's
 ``nesting_monotone`` covers it.
@@ -138,6 +158,14 @@ def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
     return new_lo, new_hi
 
 
+def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step of any box when every clipped gradient coordinate may be anything in [-gamma,
+    gamma] (a whole batch substituted), widened outward against rounding."""
+    lam, step = settings.contraction, settings.lr * settings.clip
+    nb = outward(Interval(lam * lo - step, lam * hi + step), rel=1e-12, abs_=1e-14)
+    return nb.lo, nb.hi
+
+
 def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
             settings: TrainSettings, k_values, certificate: Certificate | None = None,
             plan: torch.Tensor | None = None,
@@ -145,12 +173,14 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             steps: range | None = None, trace: list | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
-    ``start_box`` ([K, P]) lets a window start from existing envelopes; by default training
-    starts from the point ``theta_init`` (for every radius).  ``steps`` restricts to a window of
-    the batch plan (multi-release AGS).  ``certificate`` defaults to IBP; a model it does not
-    support is a ConfigError before any work.  ``trace`` (a list, per-step engines only): receives,
-    before every step t, boxes (lo, hi) [K, P] that contain theta'_t for every dataset within k
-    substitutions (relational engines cap their intermediate bounds with them)."""
+    ``start_box`` ([K, P]) lets a window start from existing envelopes (the radius-0 box starts
+    at ``theta_init``); by default training starts from the point ``theta_init`` (for every
+    radius).  ``steps`` restricts to a window of the batch plan (multi-release AGS).
+    ``certificate`` defaults to IBP; a model it does not support is a ConfigError before any
+    work.  See the module docstring for what is added to the engine's steps.  ``trace`` (a list,
+    per-step engines only) receives, before every step t, boxes (lo, hi) [K, P] that contain
+    theta'_t for every dataset within k substitutions (relational engines cap their intermediate
+    bounds with them)."""
     cert = certificate if certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
     x = x.to(DTYPE)
@@ -162,55 +192,75 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     plan = batch_plan(n, settings) if plan is None else plan
     K, P = len(ks), model.n_params
     theta = theta_init.to(DTYPE).clone()
-    if start_box is None:
-        lo = theta.expand(K, P).clone()
-        hi = lo.clone()
-    else:
-        lo, hi = start_box.lo.clone(), start_box.hi.clone()
-    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
+    qs = torch.cat([torch.zeros(1, dtype=torch.long), ks])            # row 0: radius 0 (the nominal)
+    lo = theta.expand(K + 1, P).clone()
+    hi = lo.clone()
+    if start_box is not None:
+        lo[1:], hi[1:] = start_box.lo, start_box.hi
+    c_lo, c_hi = lo.amin(0), hi.amax(0)                                # the trivial cover C_0
     step_range = range(settings.steps) if steps is None else steps
     full = plan.shape[1] == n
     b = plan.shape[1]
-    chunk = _chunks(K, b, P, factor=cert.memory_factor)
     window = cert.window_steps
+    # rows the engine computes; a window engine with a per-epoch budget (crowntt) bounds every
+    # radius below the slots of an epoch itself, every other engine the radii below b
+    E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
+             else None)
+    live = qs < (b * E_win if E_win else b)
+    n_live = int(live.sum())
+    q_live = qs[:n_live]
+    grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E
+    chunk = _chunks(n_live, b, P, factor=cert.memory_factor)
     # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
     # window's start (``cert.window_bounds``); every other engine goes one step at a time.
     order = list(step_range)
+    blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
+              else [[t] for t in order])
     E = epoch_length(plan, n) if (window is None and not full
                                   and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
     if E is not None and int(ks[0]) < b * E:
-        start = Interval(lo, hi)
-        lo, hi, theta = _run_ledger(cert, model, start, theta, x, y, plan, order, ks, settings, E=E,
-                                    chunk=chunk, progress=progress, trace=trace)
-        return Envelopes(ks, lo, hi, theta)
-    blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
-              else [[t] for t in order])
-    it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
+        lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
+                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade)
+        nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
+        return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
     if trace is not None and window:
         raise ValueError("trace needs a per-step engine")
+    it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
     for block in it:
         if trace is not None:
-            trace.append((lo.clone(), hi.clone()))
+            trace.append((lo[1:].clone(), hi[1:].clone()))
         new_theta = theta
         for t in block:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-            g_nom = model.per_sample_grads(new_theta, xb, yb).clamp(-gamma, gamma)
-            new_theta = lam * new_theta - lr * g_nom.mean(0)
+            g_nom = model.per_sample_grads(new_theta, xb, yb).clamp(-settings.clip, settings.clip)
+            new_theta = settings.contraction * new_theta - settings.lr * g_nom.mean(0)
+            c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
         if window:
-            nb = cert.window_bounds(model, Interval(lo, hi), x, y, plan=plan, steps=block, ks=ks,
-                                    settings=settings)
+            mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
+            nb = cert.window_bounds(model, Interval(lo[:n_live], hi[:n_live]), x, y, plan=plan, steps=block,
+                                    ks=q_live, settings=settings, magnitude=mag)
             new_lo, new_hi = nb.lo, nb.hi
         else:
-            new_lo, new_hi = _one_step(cert, model, lo, hi, xb, yb, ks, settings, chunk)
+            new_lo, new_hi = _one_step(cert, model, lo[:n_live], hi[:n_live], xb, yb, q_live, settings, chunk)
         nb = outward(Interval(new_lo, new_hi), rel=1e-12, abs_=1e-14)
-        # T_k is valid for every radius below k as well: intersect downwards.
-        lo = torch.flip(torch.cummax(torch.flip(nb.lo, [0]), 0).values, [0])
-        hi = torch.flip(torch.cummin(torch.flip(nb.hi, [0]), 0).values, [0])
+        mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
+        # graded widening: only an engine that nests needs it (module docstring)
+        slack = (cert.nesting_slack(model, settings=settings, b=b, k_max=int(q_live[-1]), magnitude=mag,
+                                    steps=len(block)) if cert.nesting_monotone else 0.0)
+        wid = grade[:n_live] * slack
+        lo = torch.empty_like(lo)
+        hi = torch.empty_like(hi)
+        lo[:n_live] = torch.maximum(nb.lo - wid, c_lo)
+        hi[:n_live] = torch.minimum(nb.hi + wid, c_hi)
+        lo[n_live:], hi[n_live:] = c_lo, c_hi
+        # T_k is valid for every radius below k as well: intersect downwards (radius 0 apart).
+        lo[1:] = torch.flip(torch.cummax(torch.flip(lo[1:], [0]), 0).values, [0])
+        hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
         theta = new_theta
-        # Rounding can only push the nominal by ~1 ulp; keep it inside the boxes it belongs to.
-        lo = torch.minimum(lo, theta)
-        hi = torch.maximum(hi, theta)
-    return Envelopes(ks, lo, hi, theta)
+    # The released nominal: the trained parameters, inside the radius-0 box (the engine's bound on
+    # the same trajectory; they differ by rounding only).
+    nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
+    return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
 
 
 def epoch_length(plan: torch.Tensor, n: int) -> int | None:
@@ -236,64 +286,78 @@ def ledger_width(ks: torch.Tensor, s: int, *, rho: float) -> torch.Tensor:
 
 
 def _intersect_down(lo, hi):
-    """T_k is valid for every radius below k as well: a running max/min from the largest radius."""
-    return (torch.flip(torch.cummax(torch.flip(lo, [0]), 0).values, [0]),
-            torch.flip(torch.cummin(torch.flip(hi, [0]), 0).values, [0]))
+    """T_k is valid for every radius below k as well: a running max/min from the largest radius
+    (rows 1.., radius 0 apart)."""
+    lo, hi = lo.clone(), hi.clone()
+    lo[1:] = torch.flip(torch.cummax(torch.flip(lo[1:], [0]), 0).values, [0])
+    hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
+    return lo, hi
 
 
-def _run_ledger(cert, model, start: Interval, theta, x, y, plan, order, ks, settings, *, E, chunk, progress,
-                trace=None):
-    """The per-epoch ledger (module docstring) over the steps ``order``; returns (lo, hi, theta)."""
+def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, qs, settings, *, E, chunk,
+                progress, trace, grade):
+    """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
+    first); returns (lo, hi, theta) with a row per entry of ``qs``."""
     lam, lr, gamma = settings.contraction, settings.lr, settings.clip
     b = plan.shape[1]
     rho = 2.0 * gamma * lr / b
-    led = ks < b * E                       # radii whose budget binds
-    kl = ks[led]
-    n_led = len(kl)
-    B_lo, B_hi = start.lo[led].clone(), start.hi[led].clone()
-    # data-independent cover of every run from the start box: lam^m start +- lr gamma sum lam^j.
-    # Radii >= b E (every slot of an epoch may be substituted) get exactly this box: the per-batch
-    # step gives the same box for k >= b up to rounding, and the cover is data-independent.
-    C_lo, C_hi = start.lo.clone(), start.hi.clone()
+    n_led = int((qs < b * E).sum())        # rows whose budget binds (qs ascending)
+    kl = qs[:n_led]
+    c_lo, c_hi = cover
+    B_lo, B_hi = start.lo[:n_led].clone(), start.hi[:n_led].clone()
+    wgrade = grade[:n_led]
     s = 0
-    it = tqdm(order, desc=f"AGT[{cert.name}, per-epoch] |K|={len(ks)}", disable=not progress, leave=False)
+    it = tqdm(order, desc=f"AGT[{cert.name}, per-epoch] |K|={len(qs) - 1}", disable=not progress, leave=False)
+
+    # the ledger step with the default hook is the plain sum of per-sample bounds: the base
+    # aggregation slack (an engine's own joint step is not used here)
+    slack_of = (Certificate.nesting_slack if type(cert).ledger_step_bounds is Certificate.ledger_step_bounds
+                else type(cert).nesting_slack)
+
+    def slack(mag):
+        return (slack_of(cert, model, settings=settings, b=b, k_max=int(kl[-1]), magnitude=mag, steps=1)
+                if cert.nesting_monotone else 0.0)
+
+    def margin() -> float:
+        # outward widening against rounding, relative to a data-independent magnitude (the cover's
+        # largest coordinate plus the largest ledger width) that bounds every box: a margin read
+        # from the box itself would differ between D and D' by 1e-12 times the ledger offset rho
+        return 1e-12 * (float(torch.maximum(c_hi.abs(), c_lo.abs()).max()) + float(kl[-1]) * rho) + 1e-14
 
     def fold(B_lo, B_hi, s):
         L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
-        nb = outward(Interval(B_lo - L, B_hi + L), rel=1e-12, abs_=1e-14)
-        return torch.maximum(nb.lo, C_lo[:n_led]), torch.minimum(nb.hi, C_hi[:n_led])
+        m = margin()
+        wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
+        return _intersect_down(torch.maximum(B_lo - L - m - wid, c_lo), torch.minimum(B_hi + L + m + wid, c_hi))
 
     for t in it:
         if s > 0 and t % E == 0:
             B_lo, B_hi = fold(B_lo, B_hi, s)
-            B_lo, B_hi = torch.minimum(B_lo, theta), torch.maximum(B_hi, theta)
             s = 0
         xb, yb = x[plan[t]], y[plan[t]]
         L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
-        X = Interval(torch.maximum(B_lo - L, C_lo[:n_led]), torch.minimum(B_hi + L, C_hi[:n_led]))
+        X = Interval(torch.maximum(B_lo - L, c_lo), torch.minimum(B_hi + L, c_hi))
         if trace is not None:
-            trace.append((torch.cat([X.lo, C_lo[n_led:]], 0), torch.cat([X.hi, C_hi[n_led:]], 0)))
+            n_c = len(qs) - n_led
+            trace.append((torch.cat([X.lo, c_lo.expand(n_c, -1)], 0)[1:], torch.cat([X.hi, c_hi.expand(n_c, -1)], 0)[1:]))
         shift = L.expand(-1, B_lo.shape[1])
         if n_led <= chunk:
             nb = cert.ledger_step_bounds(model, Interval(B_lo, B_hi), xb, yb, domain=X, shift=shift, settings=settings)
         else:
-            nb = _chunked(lambda sl: cert.ledger_step_bounds(model, Interval(B_lo[sl], B_hi[sl]), xb, yb,
-                                                              domain=Interval(X.lo[sl], X.hi[sl]), shift=shift[sl],
-                                                              settings=settings), n_led, chunk)
-        nb = outward(nb, rel=1e-12, abs_=1e-14)
-        B_lo, B_hi = _intersect_down(nb.lo, nb.hi)
+            parts = [cert.ledger_step_bounds(model, Interval(B_lo[i:i + chunk], B_hi[i:i + chunk]), xb, yb,
+                                             domain=Interval(X.lo[i:i + chunk], X.hi[i:i + chunk]),
+                                             shift=shift[i:i + chunk], settings=settings)
+                     for i in range(0, n_led, chunk)]
+            nb = Interval(torch.cat([q.lo for q in parts], 0), torch.cat([q.hi for q in parts], 0))
         g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
         theta = lam * theta - lr * g_nom.mean(0)
-        B_lo, B_hi = torch.minimum(B_lo, theta), torch.maximum(B_hi, theta)
-        nc = outward(Interval(lam * C_lo - lr * gamma, lam * C_hi + lr * gamma), rel=1e-12, abs_=1e-14)
-        C_lo, C_hi = nc.lo, nc.hi
+        c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
+        m = margin()
+        wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
+        B_lo, B_hi = _intersect_down(nb.lo - m - wid, nb.hi + m + wid)
         s += 1
     B_lo, B_hi = fold(B_lo, B_hi, s)
-    lo, hi = torch.cat([B_lo, C_lo[n_led:]], 0), torch.cat([B_hi, C_hi[n_led:]], 0)   # ks ascending
-    lo, hi = _intersect_down(lo, hi)
-    return torch.minimum(lo, theta), torch.maximum(hi, theta), theta
-
-
-def _chunked(fn, n: int, chunk: int) -> Interval:
-    parts = [fn(slice(s, s + chunk)) for s in range(0, n, chunk)]
-    return Interval(torch.cat([p.lo for p in parts], 0), torch.cat([p.hi for p in parts], 0))
+    n_c = len(qs) - n_led
+    lo = torch.cat([B_lo, c_lo.expand(n_c, -1)], 0)
+    hi = torch.cat([B_hi, c_hi.expand(n_c, -1)], 0)
+    return lo, hi, theta

@@ -8,23 +8,25 @@ can key caches) with, for model outputs ``out`` [..., n, C] and labels ``y`` [..
 * ``grad_bounds(lo, hi, y)``: bounds (lo', hi') containing phi(z) for every z in the output box
   [lo, hi] (plain tensors, so that this module stays below ``certdp.bounds``);
 * ``grad_linear_bounds(zl, zu, y)``: affine bounds  alpha_L z + beta_L <= phi(z) <= alpha_U z + beta_U
-  over the box [zl, zu] [K, n, C], as (alpha_L, alpha_U [K|1, n, C, C'], beta_L, beta_U [K, n, C]);
-  ``C' = 1`` where phi_c depends on z_c only, else ``C' = C``;
+  over the box [zl, zu] [K, n, C], as (alpha_L, alpha_U [K|1, n, C, C'], beta_L, beta_U [K, n, C],
+  r_L, r_U [K, n, C]); ``C' = 1`` where phi_c depends on z_c only, else ``C' = C``; r_L <= the
+  minimum of the lower bound over the box, r_U >= the maximum of the upper one.  The bounds form an
+  *inclusion-monotone family* (for boxes Z inside Z', the bounds of Z' are no tighter than those of
+  Z at every z of Z) and r_L, r_U are inclusion-monotone numbers, which is what keeps CROWN's step
+  map nesting (certdp/bounds/crown.py, certdp/privacy/sensitivity.py);
 * ``labels(y)``: labels in the dtype ``value``/``grad`` read (targets and +-1 labels as float64,
   class indices unchanged); ``classify(out)``: predicted labels [..., n].
 
 Derivations of the bounds (z ranges over a box; all bounds are sound in exact arithmetic):
 
-* ``mse``   l = (z - y)^2, phi = 2(z - y): affine, so both bounds are exact (alpha = 2, beta = -2y).
+* ``mse``   l = (z - y)^2, phi = 2(z - y): affine, so both bounds are exact (alpha = 2, beta = -2y)
+  and box-independent; r_L, r_U are the exact range.
 * ``hinge`` l = max(0, 1 - y z), y in {-1, +1}: phi = -y a(m), m = y z, a(m) = 1[m < 1] (a step;
   torch's hinge' is 0 at m = 1, as here).  Surely active (mU < 1) or inactive (mL >= 1): phi is
-  constant.  Otherwise every member of
-
-      L_t(m) = t (1 - m) / (1 - mL),        U_t(m) = 1 + t (1 - m) / (mU - 1),     t in [0, 1]
-
-  is valid on [mL, mU]: L_t <= 1 left of the kink and <= 0 right of it; U_t >= 1 left and >= 0
-  right.  t in {0, 1} is picked per sample by the smaller area between bound and step (t = 1 for
-  L iff 1 - mL > mU - 1, for U iff mU - 1 > 1 - mL).
+  constant; otherwise it takes both values.  The linear bounds are the interval constants
+  (alpha = 0): chords through the kink, t (1 - m) / (1 - mL), are tighter but not an
+  inclusion-monotone family (for m > 1 a larger box, i.e. a smaller mL, gives a *higher* lower
+  line), and the choice between two chords by area is not monotone either.
 * ``ce``    softmax cross-entropy, y in {0..C-1}: phi = softmax(z) - onehot(y).  Interval: p_c =
   1 / (1 + sum_{j != c} exp(z_j - z_c)) is increasing in z_c and decreasing in z_j, so its
   extremes are at opposite corners.  Linear (mean-value form): for z0 the box centre,
@@ -36,7 +38,16 @@ Derivations of the bounds (z ranges over a box; all bounds are sound in exact ar
       p_c(z) in  p_c(z0) + J_mid,c . (z - z0)  +-  J_rad,c . z_rad,
 
   so alpha_L = alpha_U = J_mid and the offsets differ by the O(rad^2) remainder; this is what
-  lets a contracting step (lambda < 1, PSD Hessian) contract the envelope.
+  lets a contracting step (lambda < 1, PSD Hessian) contract the envelope.  *Monotone although
+  the centre moves*: for Z inside Z' (centre z0', radius z_rad', J-interval containing Z's) and z
+  in Z, p(z0') = p(z0) + J(xi)(z0' - z0) with xi in Z', so the lower line of Z' at z is at most
+  p(z0) + J_mid' (z - z0) + J_rad' (|z0' - z0| - z_rad') <= p(z0) + J_mid' (z - z0) - J_rad' z_rad
+  (containment: |z0' - z0| + z_rad <= z_rad'), and the difference to Z's lower line,
+  (J_mid' - J_mid) (z - z0) - (J_rad' - J_rad) z_rad, is <= 0 because |J_mid' - J_mid| <= J_rad' -
+  J_rad (nested J-intervals); mirror for the upper line.  The rounding margin is relative to
+  the isotone magnitudes max(|z_lo|, |z_hi|) and max(|J_lo|, |J_hi|).  Range of the lines:
+  |J_mid| + J_rad = max(|J_lo|, |J_hi|) =: J_mag, so the lower line's minimum over the box is
+  p(z0) - J_mag . z_rad >= pl - J_mag . z_rad = r_L (and the mirror r_U), isotone.
 """
 
 from __future__ import annotations
@@ -105,7 +116,8 @@ class MSE(Loss):
         K, n, _ = zl.shape
         al = torch.full((K, n, 1, 1), 2.0, dtype=zl.dtype)
         bl = (-2.0 * y).view(1, n, 1).expand(K, n, 1)
-        return al, al, bl, bl
+        rl, ru = self.grad_bounds(zl, zu, y)
+        return al, al, bl, bl, rl, ru
 
 
 @dataclass(frozen=True)
@@ -138,32 +150,9 @@ class Hinge(Loss):
 
     def grad_linear_bounds(self, zl, zu, y):
         K, n, _ = zl.shape
-        dt = zl.dtype
-        ys = y.to(dt).view(1, n, 1)
-        ml = torch.where(ys > 0, zl, -zu)
-        mu = torch.where(ys > 0, zu, -zl)
-        act = mu < 1.0
-        inact = ml >= 1.0
-        mixed = ~(act | inact)
-        one_ml = (1.0 - ml).clamp(min=1e-300)
-        mu_one = (mu - 1.0)
-        tl = (mixed & (1.0 - ml > mu - 1.0)).to(dt)
-        tu = (mixed & (mu - 1.0 > 1.0 - ml) & (mu_one > 0)).to(dt)
-        # a(m) >= cL + sL m and a(m) <= cU + sU m  (m = y z)
-        sL = -tl / one_ml
-        cL = torch.where(act, torch.ones_like(ml), tl / one_ml)
-        sL = torch.where(mixed, sL, torch.zeros_like(sL))
-        cL = torch.where(inact, torch.zeros_like(cL), cL)
-        sU = torch.where(mixed, -tu / mu_one.clamp(min=1e-300), torch.zeros_like(ml))
-        cU = torch.where(mixed, 1.0 + tu / mu_one.clamp(min=1e-300), act.to(dt))
-        # in z: a >= cL + sL y z ...; phi = -y a, so y > 0 flips the bounds
-        aL_z, aU_z = sL * ys, sU * ys
-        pos = ys > 0
-        al = torch.where(pos, -aU_z, aL_z)          # phi >= al z + bl
-        bl = torch.where(pos, -cU, cL)
-        au = torch.where(pos, -aL_z, aU_z)
-        bu = torch.where(pos, -cL, cU)
-        return al.unsqueeze(-1), au.unsqueeze(-1), bl, bu
+        lo, hi = self.grad_bounds(zl, zu, y)
+        zero = torch.zeros(K, n, 1, 1, dtype=zl.dtype)
+        return zero, zero, lo, hi, lo, hi
 
 
 @dataclass(frozen=True)
@@ -213,10 +202,16 @@ class SoftmaxCE(Loss):
         j_lo = torch.where(eye, d_lo.unsqueeze(-1).expand_as(j_lo), j_lo)
         j_hi = torch.where(eye, d_hi.unsqueeze(-1).expand_as(j_hi), j_hi)
         jm, jr = (j_lo + j_hi) / 2, (j_hi - j_lo) / 2
+        jmag = torch.maximum(j_hi, -j_lo).clamp(min=0)                    # = |J_mid| + J_rad, isotone
+        zmag = torch.maximum(zu, -zl).clamp(min=0).unsqueeze(-2)         # >= |z|, isotone
         onehot = torch.nn.functional.one_hot(y.long(), C).to(dt)
         base = p0 - onehot - (jm * z0.unsqueeze(-2)).sum(-1)
-        rem = (jr * zr.unsqueeze(-2)).sum(-1) + 1e-14 * (1 + (jm.abs() * z0.abs().unsqueeze(-2)).sum(-1))
-        return jm, jm, base - rem, base + rem
+        margin = 1e-14 * (1 + (jmag * zmag).sum(-1))                      # rounding of p0 and the products
+        rem = (jr * zr.unsqueeze(-2)).sum(-1) + margin
+        spread = (jmag * zr.unsqueeze(-2)).sum(-1)
+        rl = pl - onehot - spread - margin
+        ru = pu - onehot + spread + margin
+        return jm, jm, base - rem, base + rem, rl, ru
 
 
 LOSSES: dict[str, Loss] = {loss.name: loss for loss in (MSE(), Hinge(), SoftmaxCE())}

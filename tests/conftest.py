@@ -4,8 +4,23 @@ import os
 
 os.environ.setdefault("CERTDP_DEBUG", "1")
 
+import sys  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+# absl (imported by dp-accounting) creates a logging handler bound to the sys.stderr of the moment,
+# here pytest's capture stream.  An in-process CLI run (tests/test_bad_input.py) lets Hydra call
+# logging.config.dictConfig, which closes every live handler; absl's close() closes its stream
+# unless it is the *current* sys.stderr, which during the run is the test's StringIO -- so pytest's
+# own capture file was closed and the session died at its next report ("lost sys.stderr").  Bind
+# absl's handler to the interpreter's stderr, which absl never closes.
+try:
+    from absl import logging as _absl_logging
+except ImportError:  # absl comes with dp-accounting; without it there is nothing to guard
+    _absl_logging = None
+if _absl_logging is not None:
+    _absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
 
 
 @pytest.fixture(autouse=True)

@@ -52,7 +52,10 @@ def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
     nb = single_layer_step(m, box, x, y, subs=ks, settings=st)
     ib = _ibp_step(m, box, x, y, ks, st)
     assert (nb.lo >= ib.lo - 1e-12).all() and (nb.hi <= ib.hi + 1e-12).all()
-    assert (nb.hi - nb.lo).sum() < (ib.hi - ib.lo).sum()
+    if loss == "hinge":     # interval constants are the only monotone relaxation of the step: IBP
+        assert torch.equal(nb.lo, ib.lo) and torch.equal(nb.hi, ib.hi)
+    else:
+        assert (nb.hi - nb.lo).sum() < (ib.hi - ib.lo).sum()
     g = torch.Generator().manual_seed(3)
     for j, k in enumerate(ks.tolist()):
         for it in range(150 if loss == "ce" else 400):
@@ -65,6 +68,61 @@ def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
             gr[sub] = (torch.rand(k, c.numel(), generator=g) < 0.5).to(D) * 2 * gam - gam
             new = lam * th - st.lr * gr.mean(0)
             assert ((new >= nb.lo[j] - 1e-12) & (new <= nb.hi[j] + 1e-12)).all()
+
+
+@pytest.mark.parametrize("widths,loss", [((2, 1), "mse"), ((2, 3), "ce")])
+def test_flat_and_coupled_modes_are_sound_and_coupled_is_tighter(widths, loss):
+    """The vertex maximum is the exact maximum of the relaxed step, the flat form (chords and a
+    2 gamma charge per substitution) an upper bound of it: both contain sampled steps with
+    substitutions; coupled is inside flat."""
+    m = ModelSpec(widths, loss)
+    n, gam = 12, 0.3
+    x, y = _data(m, n, seed=2)
+    st = TrainSettings(steps=1, lr=0.5, clip=gam, contraction=0.9)
+    c = m.init(4)
+    rad = torch.stack([torch.full_like(c, r) for r in (0.01, 0.1, 0.5)])
+    box = Interval(c - rad, c + rad)
+    ks = torch.tensor([0, 2, 5])
+    cp = single_layer_step(m, box, x, y, subs=ks, settings=st, mode="coupled")
+    fl = single_layer_step(m, box, x, y, subs=ks, settings=st, mode="flat")
+    assert bool((fl.lo <= cp.lo + 1e-12).all() and (cp.hi <= fl.hi + 1e-12).all())
+    g = torch.Generator().manual_seed(8)
+    for j, k in enumerate(ks.tolist()):
+        for it in range(300):
+            u = torch.rand(c.shape, generator=g, dtype=D)
+            th = torch.where(u < 0.5, box.lo[j], box.hi[j]) if it % 2 else box.lo[j] + u * (box.hi[j] - box.lo[j])
+            gr = m.per_sample_grads(th, x, y).clamp(-gam, gam)
+            sub = torch.randperm(n, generator=g)[:k]
+            gr[sub] = (torch.rand(k, c.numel(), generator=g) < 0.5).to(D) * 2 * gam - gam
+            new = st.contraction * th - st.lr * gr.mean(0)
+            for b in (cp, fl):
+                assert bool(((new >= b.lo[j] - 1e-12) & (new <= b.hi[j] + 1e-12)).all()), (j, k)
+
+
+def test_loss_linear_bounds_form_an_inclusion_monotone_family():
+    """Boxes Z inside Z' (shifted centres): at every z of Z the affine bounds of Z' are no tighter
+    than those of Z, and the range bounds r_L, r_U only move outwards (mse, hinge, and the
+    mean-value form of softmax cross-entropy, whose centre moves with the box)."""
+    g = torch.Generator().manual_seed(6)
+    for loss, C in (("mse", 1), ("hinge", 1), ("ce", 4)):
+        m = ModelSpec((2, C), loss)
+        n = 20
+        y = (torch.randn(n, generator=g, dtype=D) if loss == "mse" else
+             torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0).double() if loss == "hinge" else
+             torch.randint(0, C, (n,), generator=g))
+        for _ in range(30):
+            c = torch.randn(1, n, C, generator=g, dtype=D) * 2
+            r1 = torch.rand(1, n, C, generator=g, dtype=D) * 1.5
+            r2 = r1 + torch.rand(1, n, C, generator=g, dtype=D)
+            sh = (torch.rand(1, n, C, generator=g, dtype=D) * 2 - 1) * (r2 - r1)
+            small = m.loss.grad_linear_bounds(c - r1, c + r1, y)
+            big = m.loss.grad_linear_bounds(c + sh - r2, c + sh + r2, y)
+            for _ in range(20):
+                z = c - r1 + 2 * r1 * torch.rand(1, n, C, generator=g, dtype=D)
+                lin = lambda a, b_: (a * z.unsqueeze(-2)).sum(-1) + b_
+                assert bool((lin(big[0], big[2]) <= lin(small[0], small[2]) + 1e-12).all())
+                assert bool((lin(big[1], big[3]) >= lin(small[1], small[3]) - 1e-12).all())
+            assert bool((big[4] <= small[4] + 1e-12).all() and (big[5] >= small[5] - 1e-12).all())
 
 
 @pytest.mark.parametrize("widths", [(3, 8, 1), (2, 16, 1)])
@@ -117,7 +175,8 @@ def test_envelopes_contain_retrained_neighbours(widths, loss, bs):
     ks = [1, 2, 4]
     env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("crown"), plan=plan, progress=False)
     ibp = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("ibp"), plan=plan, progress=False)
-    assert (env.widths() <= ibp.widths() + 1e-12).all()
+    # never wider than IBP, up to the difference of their graded widenings against rounding
+    assert (env.widths() <= ibp.widths() + 1e-8).all()
     for j, k in enumerate(ks):
         for mode in ("random", "adversarial"):
             X, Y = neighbours(mode, k, 40, x, y, plan, loss, widths[-1], torch.Generator().manual_seed(k))

@@ -64,6 +64,7 @@ def test_mnist5_from_a_local_file_and_split(cache):
     assert set(np.unique(np.concatenate([ds.y_train, ds.y_public, ds.y_test]))) <= set(range(5))
     assert ds.info["public_split"] == {"pate_pool": [0, 5], "selection": [5, 10]}
     assert ds.info["pca_fitted_on"] == "public"
+    assert ds.dp_end_to_end and ds.preprocessing.classes == (0, 1, 2, 3, 4) and ds.preprocessing.n_features == 8
     np.testing.assert_allclose(ds.x_public.mean(0), 0, atol=1e-9)
     np.testing.assert_allclose(ds.x_public.std(0), 1, atol=1e-9)
     again = load_dataset(cfg, 3)
@@ -90,10 +91,12 @@ def test_pca_is_fitted_on_public_data_only():
     rng = np.random.default_rng(0)
     pub, priv, test = rng.normal(size=(50, 12)), rng.normal(size=(40, 12)), rng.normal(size=(30, 12))
     cfg = {"features": "pca", "pca_dim": 4}
-    (p1, t1, s1), _ = public_features(cfg, pub, priv, test, default_dim=4)
-    (p2, t2, s2), _ = public_features(cfg, pub, 100 * priv + 7, test, default_dim=4)
+    (p1, t1, s1), _, m1 = public_features(cfg, pub, priv, test, default_dim=4)
+    (p2, t2, s2), _, m2 = public_features(cfg, pub, 100 * priv + 7, test, default_dim=4)
     np.testing.assert_array_equal(p1, p2)            # private data changes nothing fitted
     np.testing.assert_array_equal(s1, s2)
+    assert m1 == m2 and m1.dp_end_to_end and m1.n_features == 4
+    np.testing.assert_array_equal(m1.apply(priv), t1)   # the map reproduces the arrays bit for bit
     pca = fit_public_pca(pub, 4)
     np.testing.assert_allclose(t1, pca.transform(priv))
     np.testing.assert_allclose(p1.mean(0), 0, atol=1e-12)
@@ -113,7 +116,9 @@ def test_adult_official_and_paper_splits(cache):
     # fixture: 36 + 24 rows, of which 6 + 4 have a '?'
     assert ds.info["rows_complete"] == {"adult.data": 30, "adult.test": 20}
     assert (ds.n_train, ds.x_public.shape[0], ds.x_test.shape[0]) == (30, 8, 12)
-    assert ds.n_features == 104 and ds.task == "binary"
+    assert ds.n_features == 104 and ds.task == "binary" and ds.dp_end_to_end
+    assert ds.preprocessing.classes == ("<=50K", ">50K") and ds.preprocessing.label_coding == "sign"
+    assert "positive_rate_public" in ds.info and not any("private" in k for k in ds.info if k != "n_private")
     assert set(np.unique(ds.y_train)) == {-1, 1}
     assert (ds.y_train == 1).sum() == 9                     # every third adult.data row is >50K, 3 of them have a ?
     paper = load_dataset({**base, "split": "paper", "n_private": 35, "features": "pca", "pca_dim": 4}, 0)
@@ -304,6 +309,7 @@ def test_text_dataset_features_with_a_fake_encoder(cache, monkeypatch):
     assert ds.task == "multiclass" and ds.n_classes == 2 and set(np.unique(ds.y_train)) == {0, 1}
     assert text_dataset("sst2", {"n_test": 15, "task": "binary"}, 0, encoder=enc).task == "binary"
     assert ds.info["pca_fitted_on"] == "public" and ds.info["files"]["train"]["route"] == "CERTDP_DATA_DIR"
+    assert ds.dp_end_to_end and ds.preprocessing.classes == ("negative", "positive")
     assert enc.encoded == 80                                     # each text embedded once
     ds2 = text_dataset("sst2", {"n_test": 15, "pca_dim": 8}, 5, encoder=enc)   # another seed: cache reused
     assert enc.encoded == 80 and ds2.n_train == 45

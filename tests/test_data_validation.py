@@ -120,7 +120,7 @@ def _write(kind, d):
     if kind in ("overflow_feature", "overflow_unstandardised"):
         t.loc[0, "a"] = 1e300
         t.to_csv(d / "big.csv", index=False)
-        return "big.csv", {"standardise": False} if kind == "overflow_unstandardised" else {}
+        return "big.csv", {"scaling": "none"} if kind == "overflow_unstandardised" else {}
     if kind == "overflow_target":
         t.loc[0, "price"] = -1e300
         t.to_csv(d / "bigt.csv", index=False)
@@ -199,7 +199,7 @@ def test_dropna_drops_the_incomplete_rows_and_logs_the_count(tmp_path, caplog):
     cfg = {"name": "csv", "path": str(tmp_path / name), "target": "price", "dropna": True, "n_test": 7}
     with caplog.at_level("WARNING", logger="certdp"):
         ds = load_dataset(cfg, 0)
-    assert ds.n_train + len(ds.y_test) == 40 - 3 and len(ds.y_test) == 7
+    assert ds.n_train + len(ds.y_test) + len(ds.y_public) == 40 - 3 and len(ds.y_test) == 7
     assert ds.info["rows_dropped"] == 3
     assert np.isfinite(ds.x_train).all() and np.isfinite(ds.y_train).all()
     assert any("dropped 3 of 40 rows" in r.getMessage() for r in caplog.records)
@@ -225,17 +225,20 @@ def test_missing_value_tokens_and_blank_cells_are_missing_not_text(tmp_path):
     cfg = {"name": "csv", "path": str(tmp_path / "tokens.csv"), "target": "price"}
     _refused(cfg, "dataset.features", "missing values in 3 rows")
     ds = load_dataset({**cfg, "dropna": True}, 0)
-    assert ds.n_train + len(ds.y_test) == 12 - 3
+    assert ds.n_train + len(ds.y_test) + len(ds.y_public) == 12 - 3
 
 
-def test_good_table_loads_with_the_default_20_percent_test_split(tmp_path):
+def test_good_table_loads_with_the_default_20_percent_test_and_10_percent_public_split(tmp_path):
     _table(50).to_csv(tmp_path / "t.csv", index=False)
     ds = load_dataset({"name": "csv", "path": str(tmp_path / "t.csv"), "target": "price", "n_test": None,
                        "output_range": [-5, 5]}, 0)
-    assert (ds.n_train, len(ds.y_test), ds.n_features) == (40, 10, 2)
-    assert ds.output_range == (-5.0, 5.0)
-    np.testing.assert_allclose(ds.x_train.mean(0), 0, atol=1e-12)
-    np.testing.assert_allclose(ds.y_train.std(), 1)
+    assert (ds.n_train, len(ds.y_public), len(ds.y_test), ds.n_features) == (35, 5, 10, 2)
+    # [-5, 5] is in the target's own units; the dataset carries it in model units
+    pp = ds.preprocessing
+    assert pp.output_range == (-5.0, 5.0)
+    assert ds.output_range == pytest.approx(((-5 - pp.target_shift) / pp.target_scale, (5 - pp.target_shift) / pp.target_scale))
+    np.testing.assert_allclose(ds.x_public.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(ds.y_public.std(), 1)
 
 
 def test_parquet_tsv_and_gzip_tables_load_like_the_csv(tmp_path):
@@ -257,7 +260,8 @@ def test_large_but_safe_values_are_kept_not_zeroed(tmp_path):
     t.to_csv(tmp_path / "scaled.csv", index=False)
     ds = load_dataset({"name": "csv", "path": str(tmp_path / "scaled.csv"), "target": "price"}, 0)
     assert np.isfinite(ds.x_train).all()
-    np.testing.assert_allclose(ds.x_train.std(0), 1)
+    np.testing.assert_allclose(ds.x_public.std(0), 1)
+    assert 0.2 < ds.x_train[:, 0].std() < 5          # on the same scale as the public rows, not zeroed
 
 
 def test_unused_bad_columns_do_not_matter(tmp_path):
@@ -300,9 +304,20 @@ SETTINGS = [
     ("blobs", "separation", "far", ["not a number"]),
     ("blobs", "cluster_std", 0, ["> 0"]),
     ("california", "n_test", 0, ["too small"]),
-    ("california", "standardise", 1, ["not a boolean", "true or false"]),
-    ("california", "standardise", "yes", ["not a boolean"]),
-    ("california", "output_range", [1, 2, 3], ["3 values"]),
+    ("california", "scaling", 1, ["unknown option", "public, none, private_stats_not_dp"]),
+    ("california", "scaling", "private", ["unknown option", "private_stats_not_dp"]),
+    ("california", "output_range", [1, 2, 3], ["3 values", "target's own units"]),
+    ("california", "output_range", 0, ["width must be finite and > 0", "standard deviations"]),
+    ("california", "n_public", -1, ["too small"]),
+    ("california", "feature_bounds", [[0, 1], [2, 2]], ["feature 2", "lo must be below hi"]),
+    ("csv", "feature_bounds", {"a": [0, "x"]}, ["column 'a'", "is not a number"]),
+    ("csv", "feature_bounds", [], ["empty"]),
+    ("csv", "feature_bounds", "wide", ["not a list"]),
+    ("csv", "task", "classification", ["regression, binary, multiclass"]),
+    ("csv", "classes", [], ["empty"]),
+    ("csv", "classes", ["a", "a"], ["'a' repeated"]),
+    ("csv", "n_public", 1.5, ["not a whole number"]),
+    ("csv", "scaling", "paper", ["public, none, private_stats_not_dp"]),
     ("csv", "n_test", 2.5, ["not a whole number"]),
     ("csv", "dropna", "true", ["a string, not a boolean"]),
     ("csv", "features", [], ["empty"]),
@@ -359,7 +374,7 @@ def test_bad_values_are_refused_by_load_dataset_before_any_file_is_read(tmp_path
     monkeypatch.setenv("CERTDP_OFFLINE", "1")
     monkeypatch.setenv("CERTDP_CACHE", str(tmp_path / "none"))
     monkeypatch.delenv("CERTDP_DATA_DIR", raising=False)
-    for name, key, value in [("csv", "n_test", 0), ("california", "standardise", "no"), ("adult", "split", "x"),
+    for name, key, value in [("csv", "n_test", 0), ("california", "scaling", "no"), ("adult", "split", "x"),
                              ("mnist5", "digits", [5]), ("imdb", "max_chars", -1), ("sst2", "n_test", 1.5)]:
         with pytest.raises(ConfigError) as e:
             load_dataset({"name": name, "path": str(tmp_path / "absent"), key: value}, 0)
@@ -466,19 +481,22 @@ SMALL = ["train.steps=10", "staircase.k_max=8", "privacy.epsilons=[1]", "privacy
 
 
 def test_cli_on_a_real_table_scikit_learns_diabetes_data(tmp_path):
-    """442 patients x 10 measurements (shipped inside the scikit-learn wheel), a 10-16-1 MLP."""
+    """442 patients x 10 measurements (shipped inside the scikit-learn wheel), a 10-16-1 MLP; the
+    output range in the target's own units (disease progression, 25 to 346 in the data)."""
     from sklearn.datasets import load_diabetes
     frame = load_diabetes(as_frame=True).frame
     frame.to_csv(tmp_path / "diabetes.csv", index=False)
     r = certdp("agtr", "dataset=csv", f"dataset.path={tmp_path / 'diabetes.csv'}", "dataset.target=target",
-               "model=mlp", "model.hidden=[16]", "dataset.output_range=[-5,5]", *SMALL,
+               "model=mlp", "model.hidden=[16]", "dataset.output_range=[0,400]", *SMALL,
                f"out_root={tmp_path / 'out'}", "run=diabetes")
     assert r.returncode == 0, r.stderr[-2000:]
     res = pd.read_csv(tmp_path / "out/agtr/csv/diabetes/results.csv")
+    # 20% test rows, 10% public rows (the scaling is fitted there), the rest private
     assert set(res.arm) == {"agtr", "gs"} and (res.n_test == round(0.2 * 442)).all()
+    assert (res.n_train == 442 - 88 - 44).all()
     metrics = res[["mae", "mse", "nonprivate_mae", "nonprivate_mse", "ss_mean"]].to_numpy()
     assert np.isfinite(metrics).all() and (metrics > 0).all()
-    # the non-private MLP predicts better than the mean (standardised target: MSE 1 or so)
+    # the non-private MLP predicts better than the mean (target standardised with public statistics: MSE 1 or so)
     assert (res.nonprivate_mse < 0.8).all()
 
 
@@ -486,14 +504,14 @@ def test_cli_readme_csv_example_runs_as_written(tmp_path):
     rng = np.random.default_rng(0)
     n = 300
     t = pd.DataFrame({"rooms": rng.integers(1, 6, n), "area": rng.normal(80, 20, n)})
-    t["price"] = 0.5 * t.rooms + 0.02 * t.area + rng.normal(0, 0.3, n)
+    t["price"] = 50 * t.rooms + 2 * t.area + rng.normal(0, 30, n)      # thousands
     t.to_csv(tmp_path / "my.csv", index=False)
-    # README: certdp agtr dataset=csv dataset.path=my.csv dataset.target=price 'dataset.output_range=[-5,5]'
-    r = certdp("agtr", "dataset=csv", "dataset.path=my.csv", "dataset.target=price", "dataset.output_range=[-5,5]",
+    # README: certdp agtr dataset=csv dataset.path=my.csv dataset.target=price 'dataset.output_range=[0,1000]'
+    r = certdp("agtr", "dataset=csv", "dataset.path=my.csv", "dataset.target=price", "dataset.output_range=[0,1000]",
                *SMALL, f"out_root={tmp_path / 'out'}", "run=readme", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     res = pd.read_csv(tmp_path / "out/agtr/csv/readme/results.csv")
-    assert (res.n_test == 60).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
+    assert (res.n_test == 60).all() and (res.n_train == 210).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
 
 
 def test_cli_refuses_a_bad_table_in_one_line(tmp_path):

@@ -92,7 +92,7 @@ def test_loss_gradient_bounds_contain_sampled_outputs(loss, C):
     r = torch.tensor([0.05, 1.5], dtype=torch.float64).view(2, 1, 1)
     zl, zu = c - r, c + r                                                   # two boxes [2, n, C]
     lo, hi = m.loss.grad_bounds(zl, zu, y)
-    al, au, bl, bu = m.loss.grad_linear_bounds(zl, zu, y)
+    al, au, bl, bu, rl, ru = m.loss.grad_linear_bounds(zl, zu, y)
     for _ in range(200):
         z = zl + torch.rand(zl.shape, generator=g, dtype=torch.float64) * (zu - zl)
         phi = m.loss.grad(z, y)
@@ -100,3 +100,4 @@ def test_loss_gradient_bounds_contain_sampled_outputs(loss, C):
         lin_lo = (al * z.unsqueeze(-2)).sum(-1) + bl                        # alpha [.., C, C'] . z, C' in {1, C}
         lin_hi = (au * z.unsqueeze(-2)).sum(-1) + bu
         assert bool((phi >= lin_lo - 1e-12).all() and (phi <= lin_hi + 1e-12).all())
+        assert bool((lin_lo >= rl - 1e-12).all() and (lin_hi <= ru + 1e-12).all())     # the range bounds

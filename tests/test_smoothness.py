@@ -18,6 +18,7 @@ import torch
 
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
+from certdp.bounds.base import Certificate
 from certdp.methods.agtr import prediction_staircase
 from certdp.methods.common import build_experiment, tensors
 from certdp.privacy.loss import delta_of, pure_loss, release_for
@@ -198,16 +199,172 @@ def test_grid_of_neighbouring_pairs_never_exceeds_the_claim():
     assert max(v for (m, e), v in worst.items() if m == "cauchy") > 0.3
 
 
-def test_uncovered_engines_are_refused_for_smooth_releases():
-    assert coverage(get_certificate("ibp")) is None
-    for name, opts, key in (("ibp", {"aggregation": "max"}, "certificate.aggregation"),
-                            ("crown", {}, "certificate.name"), ("milp", {"workers": 1}, "certificate.name")):
+def test_engines_declare_nesting_and_the_rest_are_refused_for_smooth_releases():
+    for name, opts in (("ibp", {}), ("ibp", {"aggregation": "tau"}), ("crown", {}),
+                       ("milp", {"workers": 1, "on_time_limit": "refuse"}), ("exact", {"on_time_limit": "refuse"})):
         cert = get_certificate(name, **opts)
-        assert coverage(cert) is not None
-        with pytest.raises(ConfigError) as e:
-            require_covered(cert)
-        assert e.value.key == key and "beta-smooth" in str(e.value)
+        assert cert.nesting_monotone and coverage(cert) is None
+        require_covered(cert)
+    with pytest.raises(ConfigError) as e:            # a MILP that falls back on a time limit
+        require_covered(get_certificate("milp", workers=1))
+    assert e.value.key == "certificate.on_time_limit" and "beta-smooth" in str(e.value) and "refuse" in str(e.value)
     from certdp.methods.ags import SharedBoxes
     with pytest.raises(ConfigError) as e:
         require_covered(SharedBoxes(get_certificate("ibp"), 2.0))
     assert e.value.key == "ags.share_ratio"
+
+    class Undeclared(Certificate):                   # an engine that does not declare nesting
+        name = "undeclared"
+
+        def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
+            raise NotImplementedError
+
+    with pytest.raises(ConfigError) as e:
+        require_covered(Undeclared())
+    assert e.value.key == "certificate.name" and "crown, ibp" in str(e.value)
+
+
+# ----------------------------------------------------------------------------- nesting
+# The proof's condition (N): T_{r_j}(D) inside T_{r_{j+1}}(D') for neighbours, checked on the
+# floating-point boxes run_agt returns (no tolerance), for every engine that declares it.
+
+def _nest_data(widths, loss, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, widths[0], generator=g, dtype=torch.float64) * 2 - 1
+    if loss == "mse":
+        y = x.sum(1) + 0.5 + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    elif loss == "hinge":
+        y = torch.where(x.sum(1) + 0.3 * torch.randn(n, generator=g, dtype=torch.float64) > 0, 1.0, -1.0).double()
+    else:
+        y = torch.randint(0, widths[-1], (n,), generator=g)
+    return x, y
+
+
+def _replacements(x, y, loss, n_classes, gen):
+    """Records substituted at the most-used index: random, extreme of both signs, a label flip."""
+    d = x.shape[1]
+    out = [(torch.rand(d, generator=gen, dtype=torch.float64) * 4 - 2, None)]
+    for sgn in (1.0, -1.0):
+        out.append((torch.full((d,), 30.0 * sgn, dtype=torch.float64), None if loss != "mse" else -100.0 * sgn))
+    out.append((None, "flip"))
+    recs = []
+    for xv, yv in out:
+        if loss == "mse":
+            yv = float(torch.randn(1, generator=gen) * 3) if yv in (None, "flip") else yv
+        elif loss == "hinge":
+            yv = "flip" if yv == "flip" else (1.0 if bool(torch.rand(1, generator=gen) < 0.5) else -1.0)
+        else:
+            yv = "flip" if yv == "flip" else int(torch.randint(0, n_classes, (1,), generator=gen))
+        recs.append((xv, yv))
+    return recs
+
+
+def _substituted(x, y, i, xv, yv, loss, n_classes):
+    X, Y = x.clone(), y.clone()
+    if xv is not None:
+        X[i] = xv
+    if yv == "flip":
+        Y[i] = -Y[i] if loss == "hinge" else (Y[i] + 1) % n_classes if loss == "ce" else Y[i] + 5.0
+    else:
+        Y[i] = yv
+    return X, Y
+
+
+def _assert_nested(ea, eb, b):
+    """(N) from D (ea) to D' (eb): consecutive radii, the nominal into the first radius, and the
+    same trivial cover for radii >= b (the per-epoch ledger: b = the slots of an epoch, b * E)."""
+    ks = ea.k_values.tolist()
+    assert bool(((eb.lo[0] <= ea.nominal) & (ea.nominal <= eb.hi[0])).all()), "nominal(D) outside T_r1(D')"
+    for j in range(len(ks) - 1):
+        inside = (eb.lo[j + 1] <= ea.lo[j]) & (ea.hi[j] <= eb.hi[j + 1])
+        assert bool(inside.all()), f"T_{ks[j]}(D) not inside T_{ks[j + 1]}(D'): {int((~inside).sum())} coordinates"
+    for j, k in enumerate(ks):
+        if k >= b:
+            assert torch.equal(ea.lo[j], eb.lo[j]) and torch.equal(ea.hi[j], eb.hi[j])
+
+
+NEST = [
+    # id, widths, loss, certificate, options, batch size, lr, clip, contraction
+    ("ibp-linear-full", (1, 1), "mse", "ibp", {}, None, 0.3, 1.0, 1.0),
+    ("ibp-tau-mlp-sgd", (2, 5, 1), "mse", "ibp", {"aggregation": "tau"}, 6, 0.2, 0.3, 1.0),
+    ("ibp-ce-mlp", (2, 4, 3), "ce", "ibp", {}, None, 0.5, 0.2, 0.9),
+    ("crown-linear-full", (1, 1), "mse", "crown", {}, None, 0.3, 1.0, 1.0),
+    ("crown-linear2d-sgd", (2, 1), "mse", "crown", {}, 6, 0.3, 0.5, 1.0),
+    ("crown-hinge-sgd", (3, 1), "hinge", "crown", {}, 6, 0.5, 0.3, 1.0),
+    ("crown-ce-coupled", (2, 3), "ce", "crown", {}, None, 0.5, 0.3, 0.8),
+    ("crown-ce-flat", (4, 3), "ce", "crown", {}, None, 0.5, 0.3, 0.8),
+    ("crown-mlp1", (2, 4, 1), "mse", "crown", {}, 6, 0.2, 0.3, 1.0),
+    ("milp-linear-sgd", (1, 1), "mse", "milp",
+     {"frequency": 3, "workers": 1, "on_time_limit": "refuse", "mip_gap": 1e-7}, 6, 0.3, 0.5, 1.0),
+    ("milp-hinge-sgd", (2, 1), "hinge", "milp",
+     {"frequency": 2, "workers": 1, "on_time_limit": "refuse", "mip_gap": 1e-7}, 6, 0.5, 0.3, 1.0),
+]
+
+
+@pytest.mark.parametrize("name,widths,loss,cert,opts,bs,lr,clip,lam", NEST, ids=[c[0] for c in NEST])
+def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert, opts, bs, lr, clip, lam):
+    """run_agt on D and on neighbours D' (random, extreme and label-flipped records at the most-used
+    index): every computed box nests into the next radius's box of the other dataset, exactly."""
+    from certdp.models import ModelSpec
+    from certdp.training import TrainSettings
+    n, C = 24, widths[-1]
+    m = ModelSpec(widths, loss)
+    x, y = _nest_data(widths, loss, n, 3)
+    st = TrainSettings(steps=6, lr=lr, clip=clip, batch_size=bs, contraction=lam, seed=1)
+    plan = batch_plan(n, st)
+    b = plan.shape[1]
+    ks = [1, 2, 3, 5, 8, n]
+    engine = get_certificate(cert, **opts)
+    from certdp.agt import epoch_length
+    E = epoch_length(plan, n)
+    if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
+        b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
+    assert engine.nesting_monotone
+    th0 = m.init(2)
+    run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)
+    base = run(x, y)
+    assert bool(base.contains(base.nominal).all())             # the released point is in every T_k
+    idx = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
+    for xv, yv in _replacements(x, y, loss, C, torch.Generator().manual_seed(7)):
+        other = run(*_substituted(x, y, idx, xv, yv, loss, C))
+        _assert_nested(base, other, b)
+        _assert_nested(other, base, b)
+
+
+STEP_CASES = [("ibp-mlp", (2, 5, 1), "mse", "ibp", {}), ("ibp-tau-mlp", (2, 5, 1), "mse", "ibp", {"aggregation": "tau"}),
+              ("crown-linear", (2, 1), "mse", "crown", {}), ("crown-ce", (2, 3), "ce", "crown", {}),
+              ("crown-ce-flat", (4, 3), "ce", "crown", {}), ("crown-mlp1", (2, 4, 1), "mse", "crown", {}),
+              ("crown-hinge", (3, 1), "hinge", "crown", {})]
+
+
+@pytest.mark.parametrize("name,widths,loss,cert,opts", STEP_CASES, ids=[c[0] for c in STEP_CASES])
+def test_one_step_nests_for_nested_boxes_and_a_substituted_record(name, widths, loss, cert, opts):
+    """(M1)-(M3) at the step: for boxes B inside B' (shifted centres), the batch of D' with one
+    record substituted and r' = r + 1, step(B, D, r) lies inside step(B', D', r'), exactly in
+    floating point up to the graded widening E that AGT adds per radius index."""
+    from certdp.bounds.interval import Interval
+    from certdp.models import ModelSpec
+    from certdp.training import TrainSettings
+    m = ModelSpec(widths, loss)
+    engine = get_certificate(cert, **opts)
+    gen = torch.Generator().manual_seed(11)
+    n, C = 10, widths[-1]
+    st = TrainSettings(steps=1, lr=0.4, clip=0.3, contraction=0.9)
+    slack = engine.nesting_slack(m, settings=st, b=n, k_max=4, magnitude=4.0)
+    worst = -math.inf
+    for trial in range(24 if loss == "ce" else 60):
+        x, y = _nest_data(widths, loss, n, 100 + trial)
+        c = m.init(trial)
+        r1 = torch.rand(3, m.n_params, generator=gen, dtype=torch.float64) * 0.3 * (trial % 4 + 1) ** 2 / 4
+        r2 = r1 + torch.rand(3, m.n_params, generator=gen, dtype=torch.float64) * 0.3
+        shift = (torch.rand(3, m.n_params, generator=gen, dtype=torch.float64) * 2 - 1) * (r2 - r1)
+        B = Interval(c - r1, c + r1)
+        B2 = Interval(c + shift - r2, c + shift + r2)
+        assert bool((B2.lo <= B.lo).all() and (B.hi <= B2.hi).all())
+        xv, yv = _replacements(x, y, loss, C, gen)[trial % 4]
+        X2, Y2 = _substituted(x, y, trial % n, xv, yv, loss, C)
+        ks = torch.tensor([0, 1, 3])
+        a = engine.step_bounds(m, B, x, y, subs=ks, settings=st)
+        b2 = engine.step_bounds(m, B2, X2, m.loss.labels(Y2), subs=ks + 1, settings=st)
+        worst = max(worst, float(torch.maximum(b2.lo - a.lo, a.hi - b2.hi).max()))
+    assert worst <= slack, f"step bound of the smaller box sticks out by {worst:.3g} > slack {slack:.3g}"

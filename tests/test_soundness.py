@@ -45,7 +45,8 @@ CASES = [
     ("linear2d-sgd-crown", (2, 1), "crown", 8, 0.1, 0.1),
     ("mlp-full-ibp", (3, 8, 1), "ibp", None, 0.05, 0.1),
     ("mlp-sgd-ibp", (3, 6, 1), "ibp", 10, 0.05, 0.2),
-    ("mlp-full-ibp-max", (3, 8, 1), "ibp-max", None, 0.05, 0.1),
+    ("mlp-full-ibp-tau", (3, 8, 1), "ibp-tau", None, 0.05, 0.1),
+    ("mlp-sgd-crown", (3, 6, 1), "crown", 10, 0.05, 0.2),
 ]
 
 
@@ -60,7 +61,7 @@ def test_envelopes_contain_retrained_neighbours(name, widths, cert, bs, lr, clip
     plan = batch_plan(n, s)
     th0 = m.init(4)
     ks = [1, 2, 3, 5, 8]
-    c = get_certificate("ibp", aggregation="max") if cert == "ibp-max" else get_certificate(cert)
+    c = get_certificate("ibp", aggregation="tau") if cert == "ibp-tau" else get_certificate(cert)
     env = run_agt(m, th0, x, y, s, ks, certificate=c, progress=False)
     assert torch.allclose(env.nominal, train(m, th0, x, y, s))
     xtest = torch.rand(25, widths[0], generator=gen, dtype=torch.float64) * 2 - 1
@@ -92,8 +93,9 @@ def test_crown_step_is_never_wider_than_ibp_on_linear_regression():
         assert bool((b.widths() <= a.widths() * (1 + 1e-9) + 1e-12).all())
 
 
-def test_max_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised():
-    """k * max >= sum of the top k, so the 'max' bounds contain the 'topk' bounds; the fused
+def test_tau_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised():
+    """Every member of the tau grid bounds the top-k sum, so the 'tau' bounds contain the 'topk'
+    bounds; they coincide where the k removed bounds sit at -gamma (tau = -gamma); the fused
     reduction gives the same numbers as materialising the per-sample intervals."""
     gen = torch.Generator().manual_seed(2)
     m = ModelSpec((3, 7, 1), "mse")
@@ -105,11 +107,17 @@ def test_max_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised()
     ks = torch.tensor([1, 3, 9])
     g = gradient_bounds(m, Interval(lo, hi), x, y, clip=0.3)
     exact = batch_sum(g, subs=ks, clip=0.3, mode="topk")
-    relaxed = batch_sum(g, subs=ks, clip=0.3, mode="max")
+    relaxed = batch_sum(g, subs=ks, clip=0.3, mode="tau")
     stats = gradient_sum_stats(m, Interval(lo, hi), x, y, clip=0.3)
     fused = batch_sum_from_stats(stats, subs=ks, clip=0.3, b=50)
     assert bool((relaxed.lo <= exact.lo + 1e-12).all() and (relaxed.hi >= exact.hi - 1e-12).all())
+    assert bool((relaxed.hi - relaxed.lo > exact.hi - exact.lo).any())
     assert torch.allclose(fused.lo, relaxed.lo, atol=1e-12) and torch.allclose(fused.hi, relaxed.hi, atol=1e-12)
+    # k bounds at the threshold: tau = -gamma removes exactly them
+    sat = Interval(torch.full((1, 1, 6), -0.3, dtype=torch.float64), torch.full((1, 1, 6), -0.3, dtype=torch.float64))
+    a = batch_sum(sat, subs=torch.tensor([2]), clip=0.3, mode="tau")
+    b = batch_sum(sat, subs=torch.tensor([2]), clip=0.3, mode="topk")
+    assert torch.allclose(a.hi, b.hi, atol=1e-15)
 
 
 def test_compiled_fused_pass_matches_eager(monkeypatch):
@@ -123,7 +131,7 @@ def test_compiled_fused_pass_matches_eager(monkeypatch):
     c = m.init(1)
     box = Interval(torch.stack([c - 0.01, c - 0.1]), torch.stack([c + 0.01, c + 0.1]))
     ks = torch.tensor([1, 4])
-    fused = ibp.IBP(aggregation="max").batch_sum_bounds(m, box, x, y, subs=ks, clip=0.2)
+    fused = ibp.IBP(aggregation="tau").batch_sum_bounds(m, box, x, y, subs=ks, clip=0.2)
     eager = batch_sum_from_stats(ibp.gradient_sum_stats(m, box, x, y, clip=0.2), subs=ks, clip=0.2, b=64)
     if ibp._COMPILE["failed"]:
         pytest.skip("torch.compile is not available on this machine")

@@ -17,13 +17,22 @@ def _table(n=60, seed=0):
     return pd.DataFrame(rng.normal(size=(n, len(COLS))), columns=COLS)
 
 
-def test_california_from_configured_path_is_split_and_standardised(tmp_path):
+def test_california_from_configured_path_is_split_and_standardised_with_public_statistics(tmp_path):
     p = tmp_path / "cal.parquet"
-    _table().to_parquet(p)
-    ds = load_dataset({"name": "california", "path": str(p), "n_test": 12, "output_range": 10.0}, seed=0)
-    assert ds.x_train.shape == (48, 8) and ds.x_test.shape == (12, 8)
-    assert np.allclose(ds.x_train.mean(0), 0, atol=1e-12) and np.allclose(ds.y_train.std(), 1)
-    assert ds.output_range == (-5.0, 5.0)
+    t = _table()
+    t.to_parquet(p)
+    ds = load_dataset({"name": "california", "path": str(p), "n_test": 12, "n_public": 8, "output_range": 10.0}, seed=0)
+    assert ds.x_train.shape == (40, 8) and ds.x_test.shape == (12, 8) and ds.x_public.shape == (8, 8)
+    # the public rows, not the private ones, are standardised exactly
+    assert np.allclose(ds.x_public.mean(0), 0, atol=1e-12) and np.allclose(ds.y_public.std(), 1)
+    assert not np.allclose(ds.x_train.mean(0), 0, atol=1e-3)
+    # a width of 10 is 10 public standard deviations around the public mean, in model units [-5, 5]
+    pp = ds.preprocessing
+    assert ds.output_range == pytest.approx((-5.0, 5.0)) and ds.dp_end_to_end and ds.scaling == "public"
+    assert pp.output_range == pytest.approx((pp.target_shift - 5 * pp.target_scale, pp.target_shift + 5 * pp.target_scale))
+    # the maps reproduce the arrays from the raw rows of the file (the test rows are some rows of it)
+    raw_pred = pp.target_to_raw(ds.y_test)
+    assert np.isin(np.round(raw_pred, 9), np.round(t["MedHouseVal"].to_numpy(), 9)).all()
 
 
 def test_missing_file_offline_says_how_to_provide_it(tmp_path, monkeypatch):
@@ -59,7 +68,8 @@ def test_csv_dataset_and_its_errors(tmp_path):
     p = tmp_path / "mine.csv"
     df.to_csv(p, index=False)
     ds = load_dataset({"name": "csv", "path": str(p), "target": "MedHouseVal", "features": ["MedInc", "HouseAge"]}, 1)
-    assert ds.x_train.shape == (64, 2) and ds.task == "regression"
+    # 80 rows: 16 test (20%), 8 public (10%), 56 private
+    assert ds.x_train.shape == (56, 2) and ds.x_public.shape == (8, 2) and ds.task == "regression"
     with pytest.raises(ConfigError, match="dataset.target"):
         load_dataset({"name": "csv", "path": str(p), "target": "nope"}, 1)
     with pytest.raises(ConfigError, match="dataset.features"):

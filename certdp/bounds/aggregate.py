@@ -19,10 +19,21 @@ bounds) and read by every query ``q = (src[q], subs[q])``: one partial sort (``t
 largest requested k) and one cumulative sum per box and coordinate, then a gather.  ``src=None``
 pairs query q with box q.
 
-``mode="max"`` removes k times the largest lower (smallest upper) bound instead of the top k, a
-sound relaxation (sum of the top k <= k * max) that needs one reduction instead of a partial sort
-and equals the top-k sum whenever k samples are clipped at the threshold; engines can compute its
-four reductions without materialising the per-sample bounds (:func:`batch_sum_from_stats`).
+``mode="tau"`` needs no sort: for a threshold tau <= gamma, the k records that leave can remove
+at most Sigma_i (tau - u_i)^+ beyond k*tau from the sum of upper bounds, so
+
+    SumU <= Sigma_i max(u_i, tau) - k*tau + k*gamma,     SumL >= Sigma_i min(l_i, sigma) - k*sigma - k*gamma
+
+for tau <= gamma and sigma >= -gamma (equality with top-k when tau separates the k smallest
+u_i from the others).  The bound is the minimum (maximum) over the fixed grid
+tau = f*gamma, sigma = -f*gamma, f in :data:`TAU_FRACTIONS`, capped by +-b*gamma.  Unlike the
+former "k times the extreme bound" (Sigma u - k min u + k gamma, not monotone in u: the minimum
+enters with coefficient 1 - k), each member is non-decreasing in every u_i and nests (condition
+(M2) of certdp/privacy/sensitivity.py): the substituted record's max(u_j, tau) <= gamma is paid
+by the extra gamma - tau of radius k + 1, so a data-independent tau grid keeps the staircase
+beta-smooth.  f = -1 (tau = -gamma) is Sigma u + 2k*gamma, exact when k records sit at -gamma
+(heavily clipped batches); f = 0 charges the records' own positive parts.  Engines compute the
+per-box sums without materialising the per-sample bounds (:func:`batch_sum_from_stats`).
 """
 
 from __future__ import annotations
@@ -31,7 +42,9 @@ import torch
 
 from certdp.bounds.interval import Interval
 
-MODES = ("topk", "max")
+MODES = ("topk", "tau")
+# tau = f * gamma (upper sums), sigma = -f * gamma (lower sums): data-independent thresholds
+TAU_FRACTIONS = (-1.0, -0.5, 0.0, 0.5)
 
 
 def _rows(t: torch.Tensor, src: torch.Tensor | None) -> torch.Tensor:
@@ -71,19 +84,27 @@ def top_sum(v: torch.Tensor, subs: torch.Tensor, src: torch.Tensor | None = None
     return out
 
 
-def batch_stats(g: Interval) -> tuple[torch.Tensor, ...]:
-    """(sum of lower bounds, max of lower bounds, sum of upper bounds, min of upper bounds) over
-    the samples (last axis) of per-sample bounds [M, P, b]: what ``mode="max"`` needs."""
-    return g.lo.sum(-1), g.lo.amax(-1), g.hi.sum(-1), g.hi.amin(-1)
+def tau_sums(lo: torch.Tensor, hi: torch.Tensor, *, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-box sums over the samples (last axis) of per-sample bounds [..., b]: (Sigma_i min(l_i,
+    sigma_f), Sigma_i max(u_i, tau_f)) for every f in :data:`TAU_FRACTIONS`, each [..., F]."""
+    ls = torch.stack([lo.clamp(max=-f * clip).sum(-1) for f in TAU_FRACTIONS], -1)
+    hs = torch.stack([hi.clamp(min=f * clip).sum(-1) for f in TAU_FRACTIONS], -1)
+    return ls, hs
 
 
 def batch_sum_from_stats(stats, *, subs: torch.Tensor, src: torch.Tensor | None = None,
                          clip: float, b: int) -> Interval:
-    """``mode="max"`` batch-sum bounds [Q, P] from the per-box reductions of :func:`batch_stats`:
-    sum_i l_i - k * max_i l_i - k*gamma  and  sum_i u_i - k * min_i u_i + k*gamma."""
-    lo_sum, lo_max, hi_sum, hi_min = (_rows(t, src) for t in stats)
-    kf = subs.clamp(max=b).to(lo_sum.dtype).unsqueeze(-1)
-    return Interval(lo_sum - kf * lo_max - kf * clip, hi_sum - kf * hi_min + kf * clip)
+    """``mode="tau"`` batch-sum bounds [Q, P] from the per-box sums of :func:`tau_sums` ([M, P, F]
+    each): min over the grid of Sigma max(u_i, tau) - k tau + k gamma (and the mirror image),
+    capped by +-b gamma."""
+    ls, hs = (_rows(t, src) for t in stats)
+    f = torch.tensor(TAU_FRACTIONS, dtype=ls.dtype) * clip                  # tau grid [F]
+    kf = subs.clamp(max=b).to(ls.dtype).view(-1, 1, 1)
+    kg = kf.squeeze(-1) * clip
+    hi = (hs - kf * f).amin(-1) + kg                 # Sigma max(u, tau) - k tau + k gamma
+    lo = (ls + kf * f).amax(-1) - kg                 # Sigma min(l, sigma) - k sigma - k gamma, sigma = -tau
+    bg = b * clip
+    return Interval(lo.clamp(min=-bg), hi.clamp(max=bg))
 
 
 def batch_sum(g: Interval, *, subs: torch.Tensor, src: torch.Tensor | None = None, clip: float,
@@ -91,8 +112,8 @@ def batch_sum(g: Interval, *, subs: torch.Tensor, src: torch.Tensor | None = Non
     """Bounds [Q, P] on the batch sum of clipped gradients when at most ``subs[q]`` records are
     substituted, from per-sample intervals ``g`` [M, P, b] valid on box ``src[q]``."""
     b = g.lo.shape[-1]
-    if mode == "max":
-        return batch_sum_from_stats(batch_stats(g), subs=subs, src=src, clip=clip, b=b)
+    if mode == "tau":
+        return batch_sum_from_stats(tau_sums(g.lo, g.hi, clip=clip), subs=subs, src=src, clip=clip, b=b)
     kk = subs.clamp(max=b)
     lo_sum, hi_sum = _rows(g.lo.sum(-1), src), _rows(g.hi.sum(-1), src)
     rm_lo = top_sum(g.lo, kk, src, largest=True)      # top-k lower bounds leave the sum

@@ -52,7 +52,43 @@ Hooks (an engine overrides at least one of the first three; the others have defa
                                            AGT chunks the queries to a memory budget (default 2)
 ``options``                                the ``certificate.<opt>`` keys the constructor reads
 ``scope``                                  the models supported, in words (for errors)
+``nesting_monotone``                       True: the step map nests (below); smooth-sensitivity
+                                           releases refuse an engine without it (default False)
+``nesting_refusal()``                      (key, reason, allowed) of that refusal
+``nesting_slack(...)``                     per-step rounding slack AGT absorbs by graded widening
 =========================================  ===================================================
+
+Nesting (what ``nesting_monotone = True`` promises).  The smooth-sensitivity releases are
+beta-smooth only if the computed envelopes of neighbouring datasets D ~ D' nest, T_r(D) inside
+T_r'(D') for consecutive computed radii r < r' (the proof, its conditions (M1)-(M3) and the way
+AGT uses them are in :mod:`certdp.privacy.sensitivity`).  An engine declares it when, for the
+boxes ``B subset B'`` (row by row), the same batch except one substituted record, and numbers of
+substitutions ``r' >= r + 1`` (``r' >= r`` for the same batch), every hook it overrides satisfies,
+in exact arithmetic,
+
+    step_bounds(B, batch of D, r)  subset  step_bounds(B', batch of D', r'),
+
+and the same for ``window_bounds`` with ``ks``; concretely:
+
+(M1) the per-sample bounds it relies on are inclusion-monotone in the box for a fixed record (a
+     larger box never gives a smaller interval), lie in [-gamma, gamma], and are exact at a point
+     box (the radius-0 query ``subs = 0`` at a point is the nominal step, up to rounding);
+(M2) its aggregation over the batch nests: the bound for r' substitutions over the larger
+     per-sample bounds of the D' batch contains the bound for r over D's batch, whatever the
+     substituted record contributes (any value in [-gamma, gamma]); a top-k over the records, a
+     record-independent charge per substitution, or a data-independent tau (Sigma max(u_i, tau) -
+     r tau + r gamma) do; a charge that depends on the substituted record's own bounds does not;
+(M3) everything after it is monotone: the update, intersections with other nesting bounds,
+     relaxations chosen per record by a rule that is itself monotone in the box (a larger box
+     never moves a record to a tighter relaxation), solver bounds within a data-independent gap
+     of the optimum (absorbed by :meth:`nesting_slack`), and no fallback that depends on the
+     data (a time limit, a failed solve or a crossed bound that swaps one bound for another).
+
+AGT (certdp/agt.py) supplies the rest: the radius-0 step as the nominal, radii >= b as the
+data-independent trivial cover, intersection with that cover, and the graded widening that
+turns "nesting in exact arithmetic" into nesting of the floating-point boxes.  An engine whose
+guarantee depends on its options declares it per instance (MILP: only when a time-limited solve
+refuses instead of falling back).
 
 Options are validated in the constructor (``ConfigError`` with key ``certificate.<opt>``).
 Adding a certificate: one file with one subclass, registered in :mod:`certdp.bounds` (or with
@@ -81,12 +117,37 @@ class Certificate(ABC):
     memory_factor: float = 2.0
     window_steps: int | None = None
     substitutions: str = "per_batch"
+    #: the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py (module docstring above);
+    #: smooth-sensitivity releases refuse an engine that does not declare it
+    nesting_monotone: bool = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         own = {h for c in cls.__mro__ if c not in (Certificate, ABC, object) for h in vars(c)}
         if not own.intersection(_COMPUTE_HOOKS):
             raise TypeError(f"certificate {cls.__name__} implements none of {', '.join(_COMPUTE_HOOKS)}")
+
+    def nesting_refusal(self) -> tuple[str, str, str | None]:
+        """(config key, reason, allowed values) for the one-line refusal of a smooth release when
+        ``nesting_monotone`` is False; ``allowed=None`` lets the caller name the engines that nest."""
+        return ("certificate.name", f"the engine '{self.name}' does not declare a nesting-monotone step map", None)
+
+    def nesting_slack(self, model, *, settings, b: int, k_max: int, magnitude: float, steps: int = 1) -> float:
+        """A data-independent bound E on how far one block of ``steps`` computed steps (this
+        engine's floating-point evaluation) can break the nesting that holds in exact arithmetic:
+        AGT widens the box of the i-th radius by i * E, so that T_i(D) + E inside T_{i+1}(D')
+        becomes exact for the rounded boxes.
+
+        Default: the aggregation and update, for per-sample bounds evaluated by float-isotone
+        operations in a fixed order (the same for every dataset).  A recursive sum of b terms of
+        size <= gamma errs by at most (b - 1) u b gamma (u = 2^-53), the top-k and the k*gamma term
+        by k u k gamma and u k gamma, and lam*theta - (lr/b) S by 3u (|theta| + lr gamma) with
+        |theta| <= ``magnitude`` (the trivial cover's largest coordinate); times 2, for the two
+        datasets compared, and times 2 again as margin."""
+        u = 2.0 ** -53
+        g, lr = float(settings.clip), float(settings.lr)
+        per = lr * g * u * (b + k_max + 2) + 3 * u * (magnitude + lr * g)
+        return 4.0 * steps * per
 
     @classmethod
     def supports(cls, model) -> bool:
@@ -122,7 +183,8 @@ class Certificate(ABC):
         y_i)) for every psi in ``anchor[m]`` and every theta in ``domain[m]`` with |theta - psi| <=
         ``shift[m]`` (element-wise; ``domain`` contains ``anchor`` +- ``shift`` intersected with a
         cover): the step of the per-epoch ledger (:mod:`certdp.agt`), the batch's *own* records only.
-        The default bounds the sum by the per-sample bounds over ``domain`` (no substitution)."""
+        The default bounds the sum by the per-sample bounds over ``domain`` (no substitution): an
+        inclusion-monotone map of (anchor, domain) whenever the per-sample bounds are."""
         sums = self.batch_sum_bounds(model, domain, x, y, subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long),
                                      clip=settings.clip)
         return clipped_gd_step(anchor, sums, settings=settings, b=x.shape[0])
@@ -132,10 +194,13 @@ class Certificate(ABC):
         return output_bounds(model, theta, x)
 
     def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                      plan: torch.Tensor, steps, ks: torch.Tensor, settings) -> Interval:
+                      plan: torch.Tensor, steps, ks: torch.Tensor, settings,
+                      magnitude: float | None = None) -> Interval:
         """Boxes [K, P] at the end of the window ``steps`` (consecutive step indices of ``plan``,
         ``len(steps) <= window_steps``) from the boxes [K, P] at its start; row j for datasets
-        within ``ks[j]`` substitutions of the whole training set ``(x, y)``."""
+        within ``ks[j]`` substitutions of the whole training set ``(x, y)`` (``ks[j] = 0``: the
+        nominal run).  ``magnitude``: a data-independent bound on |theta| over the window (the
+        trivial cover's), for margins that must not depend on the data."""
         raise NotImplementedError(f"certificate '{self.name}' sets window_steps but does not implement window_bounds")
 
     def scratch(self, shape: tuple, dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,37 +1,65 @@
-"""Linear relaxations of the clipped per-sample gradients and of the whole step map (CROWN-style).
+"""Linear relaxations of the clipped per-sample gradients and of the whole step map (CROWN-style),
+built to nest: every relaxation is inclusion-monotone in the parameter box and the step bound
+satisfies (M1)-(M3) of certdp/privacy/sensitivity.py, so the smooth releases stay beta-smooth.
+Each step bound is intersected with the IBP step (itself nesting), so it is never wider than IBP.
 
-Two constructions, each intersected with IBP so that the result is never wider than IBP.
-
-1. Single-layer heads (``widths = (d, C)``; losses ``mse``, ``hinge``, ``ce``): joint step bound
-----------------------------------------------------------------------------------------------
+1. Single-layer heads (``widths = (d, C)``; losses ``mse`` and ``ce``): joint step bound
+-----------------------------------------------------------------------------------------
 Write the parameters as a matrix Theta [C, D] (row c = (W_c, b_c), D = d + 1) and x~ = (x, 1).
-The logits z_i = Theta x~_i are *linear* in theta, and every z_ic depends on its own row of
-Theta only, so the range [zL, zU] of z_i over the box is exact and the coordinates are
-independent.  The per-sample gradient is
+The logits z_i = Theta x~_i are linear in theta and each z_ic depends on its own row of Theta, so
+the range [zL, zU] of z_i over the box is exact (sign-split products).  The per-sample gradient is
 
-    g_i,cj(theta) = clip( phi_c(z_i) * x~_ij ,  -gamma, gamma ),    phi = d loss / d z.
+    g_i,cj(theta) = clip(u_i,cj(theta), -gamma, gamma),     u_i,cj = phi_c(z_i) x~_ij,  phi = dl/dz.
 
-(a) Linear bounds of phi in z over the z-box, ``alpha_L z + beta_L <= phi(z) <= alpha_U z + beta_U``:
-the loss object's ``grad_linear_bounds`` (derived in :mod:`certdp.losses`: exact for mse, the
-two-member chord family for hinge, the mean-value form for softmax cross-entropy).
+(a) The loss gives an inclusion-monotone family of affine bounds of phi over a z-box and isotone
+bounds on their extremes (:meth:`certdp.losses.Loss.grad_linear_bounds`): mse exact
+(phi = 2(z - y)); softmax cross-entropy the mean-value form around the box centre, which is
+inclusion-monotone although the centre moves (the derivation is in certdp/losses.py).  Sign
+splitting the fixed x~_ij gives affine bounds lam_L(theta) <= u_i,cj(theta) <= lam_U(theta) and
+isotone numbers lmin <= min_box lam_L, umax >= max_box lam_U.
 
-(b) u = phi_c x~_j is then linear-bounded by sign-splitting x~_j, and clip is relaxed by the
-parallel-chord construction of :func:`_clip_relaxation` on the exact range of u (slope a >= 0,
-so lower bounds compose with lower bounds):  l_i,cj(theta) <= g_i,cj(theta) <= u_i,cj(theta),
-both affine in theta through z_i.
+(b) The clip is handled per (record, coordinate) by a rule that is itself monotone in the box
+(a larger box never moves an entry to a tighter regime), separately for the two ends:
 
-(c) Step map with k substitutions in a batch of b (retained set R, |R| = b - k' >= b - k,
-substituted gradients s in [-gamma, gamma]^P):
+    lower L:  +gamma if the interval of u lies above gamma (surely clipped);
+              min(lam_L, gamma) if lmin >= -gamma (then u >= -gamma, so clip(u) = min(u, gamma));
+              the constant clip(lmin) otherwise;
+    upper U:  -gamma if the interval of u lies below -gamma;  max(lam_U, -gamma) if umax <= gamma;
+              the constant clip(umax) otherwise.
 
-    S = sum_{i in R} g_i + sum_sub s
-      >= sum_i l_i(theta) - sum_{i not in R} (l_i(theta) + gamma)
-      >= sum_i l_i(theta) - top_k( max( max_box l_i + gamma, 0 ) )
+Monotone family: for boxes B inside B' and theta in B, L(theta; B') <= L(theta; B) (mirror for U).
+The surely-clipped test uses isotone intervals and the other tests isotone numbers, so from B to
+B' an entry only moves from "+gamma" to anything, or from "min(lam_L, gamma)" to the constant;
+min(lam_L(.; B'), gamma) <= min(lam_L(.; B), gamma) by (a), and the constant clip(lmin(B')) is
+-gamma there (lmin(B') < -gamma) while min(lam_L, gamma) >= -gamma on B.  Also -gamma <= L <= U <=
+gamma, L is concave and U convex in theta (affine lam's), and a point box is exact.  For MSE
+lam_L = lam_U = u itself, box-independent: the regimes are its exact function wherever the
+range does not cross the opposite threshold (a range straddling only +gamma keeps min(u, gamma)
+exactly, tighter than any chord); a range straddling -gamma takes the constant -gamma for L,
+because a concave minorant of clip that is >= -gamma there is constant (the parallel-chord
+relaxation is tighter but not monotone in its interval, which broke smoothness).
+Records whose features exceed :data:`X_CAP` in absolute value (or labels :data:`Y_CAP`) take the
+constants: a rule on the record alone, so still monotone, and it bounds the rounding (below).
 
-(the positive part covers k' < k), symmetrically S <= sum_i u_i(theta) + top_k(max(gamma -
-min_box u_i, 0)).  Hence theta'_q = lam theta_q - (lr/b) S_q is bounded above by the affine
-function  (lam e_q - (lr/b) sum_i grad l_i,q) . theta + const  and its maximum over the box is
-taken *exactly* (sign of each coefficient).  max_box l_i is also exact because z_i ranges over
-a product of intervals.
+(c) Step map with at most k substitutions in a batch of b (s = lr / b):
+
+    theta'_q = lam theta_q - s (sum_{retained} g_iq + sum_{substituted} s_q)
+             <= lam theta_q - s SEMin_{b-k}(L_.q(theta)) + s k gamma
+              = lam theta_q - s sum_i L_iq(theta) + s top_k(L_iq(theta) + gamma),
+
+which is convex in theta (L concave; SEMin of concave maps is concave), so its maximum over the
+box is attained at a vertex.  *Coupled*: the exact maximum over the 2^P vertices (used when
+2^P * b * P is small, e.g. linear regression); *flat*: top_k(L + gamma) <= 2 k gamma, a
+record-independent charge, L replaced by its chord over [lmin, umax] (below a concave function;
+chords of a fixed concave function over growing intervals only move down, so still monotone),
+and the maximum of the affine remainder over the box by signs.  Both
+nest (M2): the substituted record's own L_j (>= -gamma) is either among the top k at D or paid by
+the extra gamma + gamma of radius k + 1 at D'; every retained record's L only decreases on the
+larger box.  A charge that depends on the substituted record (max_box L_j + gamma) does not nest.
+The lower end is the mirror image.  The intersection with the IBP step keeps (M1)-(M3).
+
+Hinge heads: the only monotone family we have for the step a(m) = 1[m < 1] is its interval
+constant, with which the joint step is exactly IBP's top-k step; ``crown`` computes that.
 
 2. One-hidden-layer MSE networks ``(d, H, 1)``: exact per-sample gradient ranges
 --------------------------------------------------------------------------------
@@ -49,48 +77,50 @@ have exact ranges).  With c = r_h - y:
     dL/dW1_hj = (dL/db1_h) x_j,  dL/db2 = 2 (f - y).
 
 Evaluating every candidate gives the exact range (a superset only through the closure at z = 0),
-which is at least as tight as IBP's products of intervals; clip is monotone, so clipping the ends
-is exact.  This tightens the per-sample intervals; the batch is then aggregated as in IBP.
+at least as tight as IBP's products of intervals, and exact ranges are inclusion-monotone; the
+rounding margins are relative to isotone magnitudes (max(|lo|, |hi|) of each range, which only
+grows with the box), so they keep the monotonicity.  The batch is then aggregated as in IBP.
 
 Other models (deeper stacks, hidden-layer hinge / cross-entropy) use the IBP bounds.
 
+Rounding.  AGT widens radius index i by i * :meth:`CROWN.nesting_slack` per step.  On top of IBP's
+slack (aggregation and update), the non-constant regimes evaluate affine functions at vertices and
+form their coefficient sums: for a record with |x~| <= X_CAP, |y| <= Y_CAP and parameters within the trivial
+cover (|theta| <= M), each value errs by at most ~ (P + 4) u X_CAP (D X_CAP M + Y_CAP + 4) (u =
+2^-53); summed over the batch with weight s that is lr times this per step, data-independent.
+
 Queries (``subs``, ``src``; see :mod:`certdp.bounds.base`): everything that depends on the box
-alone (z ranges, relaxations, the coefficient matrices of part 1) is computed once per box;
-every query reads its top-k sums and combines them with its box's terms.
+alone (z ranges, regimes, coefficient matrices, vertex values) is computed once per box; every
+query reads its top-k sums and combines them with its box's terms.
 """
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
-from certdp.bounds.aggregate import top_sum
+from certdp.bounds.aggregate import batch_sum, clipped_gd_step, top_sum
 from certdp.bounds.base import Certificate
-from certdp.bounds.ibp import check_substitutions, gradient_bounds, loss_grad_bounds
+from certdp.bounds.ibp import check_substitutions, gradient_bounds
 from certdp.bounds.interval import Interval
-from certdp.losses import MSE
+from certdp.losses import MSE, Hinge
 from certdp.models import ModelSpec
 
+# Non-constant regimes only for records with |x~| <= X_CAP and |y| <= Y_CAP: bounds the rounding of
+# the affine evaluations by a data-independent amount (standardised data is far inside).
+X_CAP = 16.0
+Y_CAP = 1024.0
+# The coupled (vertex) maximum when 2^P * b * P stays below this many elements per box.
+COUPLED_ELEMENTS = 2 ** 22
+COUPLED_MAX_PARAMS = 12
+# Elements of the [boxes, vertices, b, P] temporaries handled at once.
+CHUNK_ELEMENTS = 2 ** 23
 
-def _clip_relaxation(zl: torch.Tensor, zu: torch.Tensor, g: float):
-    """Parallel-chord relaxation of clip(., -g, g) on [zl, zu]: returns (a, b, off_l, off_u) with
 
-        a z + b + off_l  <=  clip(z)  <=  a z + b + off_u      for z in [zl, zu].
-
-    a z + b is the chord through the end points; clip - chord is piecewise linear, zero at the
-    ends, with kinks only at +-g, so its extremes over [zl, zu] are at the kinks that lie inside.
-    Exact (off = 0) when the interval is surely unclipped or surely clipped; a >= 0 always."""
-    cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)
-    a = (cu - cl) / (zu - zl).clamp(min=1e-300)
-    b = cl - a * zl
-    in_hi = ((zl < g) & (zu > g)).to(zl.dtype)
-    in_lo = ((zl < -g) & (zu > -g)).to(zl.dtype)
-    dev_hi = (g - a * g - b) * in_hi          # clip(g) - chord(g), >= 0 where it applies
-    dev_lo = (-g + a * g - b) * in_lo         # clip(-g) - chord(-g), <= 0 where it applies
-    off_l = dev_lo.clamp(max=0) + dev_hi.clamp(max=0)
-    off_u = dev_hi.clamp(min=0) + dev_lo.clamp(min=0)
-    # rounding of the chord: a relative margin far above float64 error, far below any width
-    m = 1e-13 * (zl.abs() + zu.abs() + g)
-    return a, b, off_l - m, off_u + m, cl, cu
+def _coupled_mode(P: int, b: int) -> bool:
+    """Whether the single-layer step takes the exact vertex maximum (small 2^P * b * P)."""
+    return P <= COUPLED_MAX_PARAMS and (2 ** P) * b * P <= COUPLED_ELEMENTS
 
 
 def _rows(t: torch.Tensor, src: torch.Tensor | None) -> torch.Tensor:
@@ -106,156 +136,231 @@ def head_index(model: ModelSpec) -> torch.Tensor:
     return idx
 
 
-def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                      subs: torch.Tensor, src: torch.Tensor | None = None, settings,
-                      anchor: Interval | None = None, shift: torch.Tensor | None = None) -> Interval:
-    """Joint bound [Q, P] of one clipped-GD step of a single-layer head (mse, hinge or ce) per
-    query (box ``src[q]``, at most ``subs[q]`` substitutions), intersected with the IBP bound of
-    the same step (see the module docstring, part 1).
+def ibp_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+             subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
+    """The IBP step with top-k aggregation (the intersection partner of every CROWN step)."""
+    g = gradient_bounds(model, boxes, x, y, clip=settings.clip)
+    sums = batch_sum(g, subs=subs, src=src, clip=settings.clip)
+    return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
 
-    Ledger form (``anchor``, ``shift``; :meth:`Certificate.ledger_step_bounds`): the gradients are
-    relaxed over ``boxes`` (theta) and the step is lam psi - (lr/b) sum g(theta) with psi in
-    ``anchor`` and theta = psi + S, |S| <= ``shift``: the affine lower bound coef . theta + c of the
-    sum gives lam psi - (lr/b)(coef psi + coef S + c), maximised over psi in the anchor and over S
-    separately (the S term is (lr/b) |coef| shift)."""
-    g = settings.clip
-    lam, lr = settings.contraction, settings.lr
+
+def _caps(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[n] records allowed the non-constant regimes (a rule on the record alone)."""
+    ok = x.abs().amax(-1) <= X_CAP
+    if y.dtype.is_floating_point:
+        ok = ok & (y.abs() <= Y_CAP)
+    return ok
+
+
+def _relaxation(model: ModelSpec, TL: torch.Tensor, TU: torch.Tensor, xt: torch.Tensor, y: torch.Tensor,
+                g: float, cap: torch.Tensor):
+    """Per box [M] the relaxation of part 1 (a)-(b): the affine bounds lam_L, lam_U of u_i,cj in
+    z_i as a coefficient [M, n, C(c), D(j), C(q)] on z_iq plus an offset [M, n, C, D] each, their
+    isotone range [lmin, umax], the regime masks (lower: min(lam_L, gamma); upper:
+    max(lam_U, -gamma)) and the constants elsewhere ([M, n, C, D] each)."""
+    C = TL.shape[1]
+    xp, xn = xt.clamp(min=0), xt.clamp(max=0)                              # [n, D]
+    zl = torch.einsum("mcd,nd->mnc", TL, xp) + torch.einsum("mcd,nd->mnc", TU, xn)
+    zu = torch.einsum("mcd,nd->mnc", TU, xp) + torch.einsum("mcd,nd->mnc", TL, xn)
+    al, au, bl, bu, rl, ru = model.loss.grad_linear_bounds(zl, zu, y)
+    if al.shape[-1] == 1 and C > 1:                                         # diagonal slopes
+        eye = torch.eye(C, dtype=al.dtype)
+        al, au = al * eye, au * eye
+    ph_lo, ph_hi = model.loss.grad_bounds(zl, zu, y)                        # isotone interval of phi
+    xp4, xn4 = xp.view(1, -1, 1, xp.shape[-1]), xn.view(1, -1, 1, xn.shape[-1])
+    ul = ph_lo.unsqueeze(-1) * xp4 + ph_hi.unsqueeze(-1) * xn4              # interval of u [M, n, C, D]
+    uu = ph_hi.unsqueeze(-1) * xp4 + ph_lo.unsqueeze(-1) * xn4
+    lmin = rl.unsqueeze(-1) * xp4 + ru.unsqueeze(-1) * xn4                  # <= min_box lam_L
+    umax = ru.unsqueeze(-1) * xp4 + rl.unsqueeze(-1) * xn4                  # >= max_box lam_U
+    s_hi, s_lo = ul > g, uu < -g
+    capm = cap.view(1, -1, 1, 1)
+    reg_l = (lmin >= -g) & ~s_hi & capm
+    reg_u = (umax <= g) & ~s_lo & capm
+    const_l = torch.where(s_hi, g, lmin.clamp(-g, g))
+    const_u = torch.where(s_lo, -g, umax.clamp(-g, g))
+    xp5, xn5 = xp.view(1, -1, 1, xp.shape[-1], 1), xn.view(1, -1, 1, xn.shape[-1], 1)
+    cl = xp5 * al.unsqueeze(-2) + xn5 * au.unsqueeze(-2)
+    cu = xp5 * au.unsqueeze(-2) + xn5 * al.unsqueeze(-2)
+    ol = xp4 * bl.unsqueeze(-1) + xn4 * bu.unsqueeze(-1)
+    ou = xp4 * bu.unsqueeze(-1) + xn4 * bl.unsqueeze(-1)
+    return cl, cu, ol, ou, lmin, umax, reg_l, reg_u, const_l, const_u
+
+
+def _coupled(TL, TU, xt, rel, kk, src, lam, s, g):
+    """Vertex maxima (part 1 (c), coupled) [Q, C, D] of the upper and lower step bounds."""
+    cl, cu, ol, ou, _, _, reg_l, reg_u, const_l, const_u = rel
+    M, C, D = TL.shape
+    P = C * D
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool).view(-1, C, D)
+    th = torch.where(verts.unsqueeze(0), TU.unsqueeze(1), TL.unsqueeze(1))          # [M, V, C, D]
+    z = torch.einsum("mvcd,nd->mvnc", th, xt)                                        # [M, V, n, C]
+    Lv = (torch.einsum("mnjdq,mvnq->mvnjd", cl, z) + ol.unsqueeze(1)).clamp(max=g)  # min(lam_L, gamma)
+    Uv = (torch.einsum("mnjdq,mvnq->mvnjd", cu, z) + ou.unsqueeze(1)).clamp(min=-g) # max(lam_U, -gamma)
+    Lv = torch.where(reg_l.unsqueeze(1), Lv, const_l.unsqueeze(1)).flatten(-2)         # [M, V, n, P]
+    Uv = torch.where(reg_u.unsqueeze(1), Uv, const_u.unsqueeze(1)).flatten(-2)
+    top_l = top_sum(Lv + g, kk, src, largest=True, dim=2)                            # [Q, V, P]
+    top_u = top_sum(g - Uv, kk, src, largest=True, dim=2)
+    thf = _rows(th.flatten(-2), src)
+    up = lam * thf - s * _rows(Lv.sum(2), src) + s * top_l
+    dn = lam * thf - s * _rows(Uv.sum(2), src) - s * top_u
+    return dn.amin(1).view(-1, C, D), up.amax(1).view(-1, C, D)
+
+
+def _chords(a: torch.Tensor, b: torch.Tensor, g: float):
+    """Slopes and intercepts (in t) of the chords over [a, b] of min(t, g) (below it: concave) and
+    of max(t, -g) (above it: convex).  Chords of a fixed concave (convex) function over growing
+    intervals only move down (up) on the smaller interval: an inclusion-monotone family."""
+    w = (b - a).clamp(min=1e-300)
+    sl = torch.where(b <= g, torch.ones_like(a), ((g - a) / w).clamp(0, 1))
+    il = a.clamp(max=g) - sl * a
+    su = torch.where(a >= -g, torch.ones_like(a), ((b.clamp(min=-g) + g) / w).clamp(0, 1))
+    iu = -g - su * a
+    iu = torch.where(a >= -g, torch.zeros_like(a), iu)
+    return sl, il, su, iu
+
+
+def _flat(TL, TU, xt, rel, kk, src, lam, s, g):
+    """Flat-charge bounds (part 1 (c), flat) [Q, C, D]: the chords of min(lam_L, gamma) and
+    max(lam_U, -gamma) over [lmin, umax] (affine in theta), the maximum of the affine remainder
+    over the box by signs, plus 2 k gamma per substitution."""
+    cl, cu, ol, ou, lmin, umax, reg_l, reg_u, const_l, const_u = rel
+    M, C, D = TL.shape
+    P = C * D
+    sl, il, su, iu = _chords(lmin, umax, g)
+    sl = torch.where(reg_l, sl, torch.zeros_like(sl))
+    su = torch.where(reg_u, su, torch.zeros_like(su))
+    # sum_i L_i,cj(theta) = sum_{q,e} [sum_i sl cl_i,cjq x~_ie] Theta_qe + sum_i (sl ol + il | const)
+    coef_l = torch.einsum("mncdq,ne->mcdqe", cl * sl.unsqueeze(-1), xt).reshape(M, P, P)
+    coef_u = torch.einsum("mncdq,ne->mcdqe", cu * su.unsqueeze(-1), xt).reshape(M, P, P)
+    off_l = torch.where(reg_l, sl * ol + il, const_l).sum(1).reshape(M, P)
+    off_u = torch.where(reg_u, su * ou + iu, const_u).sum(1).reshape(M, P)
+    eye = lam * torch.eye(P, dtype=TL.dtype)
+    tl, tu = TL.reshape(M, 1, P), TU.reshape(M, 1, P)
+    mu = eye - s * coef_l                                                          # upper of theta'
+    hi = (mu.clamp(min=0) * tu + mu.clamp(max=0) * tl).sum(-1) - s * off_l
+    ml = eye - s * coef_u                                                          # lower of theta'
+    lo = (ml.clamp(min=0) * tl + ml.clamp(max=0) * tu).sum(-1) - s * off_u
+    charge = (2 * s * g) * kk.to(TL.dtype).unsqueeze(-1)
+    return (_rows(lo, src) - charge).view(-1, C, D), (_rows(hi, src) + charge).view(-1, C, D)
+
+
+def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                     subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
+    """:func:`single_layer_step` for one-output MSE heads in coupled mode (linear regression, the
+    AGT-R linear default), computed with samples on the last axis and without the general head's
+    [boxes, b, C, D, C] coefficient tensors: z_ip(theta) = 2 x~_ip (x~_i . theta - y_i) is exactly
+    affine, so the lower regime is min(z, gamma) itself, the upper max(z, -gamma), and the
+    constants are clip of its exact range (IBP's per-sample bounds, which also give the IBP step
+    it is intersected with)."""
+    g, lam = settings.clip, settings.contraction
     n = x.shape[0]
-    d, C = model.widths
-    D = d + 1
     dt = boxes.lo.dtype
-    idx = head_index(model)
-    flat = idx.reshape(-1)
-    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1)                     # [n, D]
-    TL, TU = boxes.lo[:, flat].view(-1, C, D), boxes.hi[:, flat].view(-1, C, D)
-    anc = boxes if anchor is None else anchor
-    AL, AU = anc.lo[:, flat].view(-1, C, D), anc.hi[:, flat].view(-1, C, D)
-    M = TL.shape[0]
-    Tm, Tr = (TL + TU) / 2, (TU - TL) / 2
-    zm = torch.einsum("kcd,nd->knc", Tm, xt)
-    zr = torch.einsum("kcd,nd->knc", Tr, xt.abs())
-    zr = zr + 1e-15 * (zm.abs() + zr)                                       # rounding of the products
-    zl, zu = zm - zr, zm + zr                                               # exact range of z_i
-    ph = loss_grad_bounds(model, Interval(zl, zu), y)                       # exact range of phi [M, n, C]
-    xp, xn = xt.clamp(min=0).view(1, n, 1, D), xt.clamp(max=0).view(1, n, 1, D)
-    ul = ph.lo.unsqueeze(-1) * xp + ph.hi.unsqueeze(-1) * xn                 # [M, n, C, D]
-    uu = ph.hi.unsqueeze(-1) * xp + ph.lo.unsqueeze(-1) * xn
-    a, b, off_l, off_u, cl, cu = _clip_relaxation(ul, uu, g)
+    s = settings.lr / n
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1).T.contiguous()         # [P, n] (W then b)
+    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
+    P = xt.shape[0]
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool)   # [V, P]
     kk = subs.clamp(max=n).to(torch.long)
     Q = len(kk)
-    s = lr / n
-    # IBP on the same step (SEMin/SEMax with the k*gamma term)
-    kg = (kk.to(dt) * g).view(-1, 1, 1)
-    ibp_lo_sum = _rows(cl.sum(1), src) - top_sum(cl, kk, src, largest=True, dim=1) - kg     # [Q, C, D]
-    ibp_hi_sum = _rows(cu.sum(1), src) - top_sum(cu, kk, src, largest=False, dim=1) + kg
-    ibp_lo = lam * _rows(AL, src) - s * ibp_hi_sum
-    ibp_hi = lam * _rows(AU, src) - s * ibp_lo_sum
-    # linear bounds of g_i,cj in z_i:  Lam . z + kappa
-    al, au, bl, bu = model.loss.grad_linear_bounds(zl, zu, y)              # [M|1, n, C, C], [M, n, C]
-    # g_i,cj >= Lam_L . z_i + kappa_L with Lam_L = a (x~+_j alpha_L,c + x~-_j alpha_U,c) (and the
-    # mirror image for the upper bound); never materialised: for each j only one of x~+, x~- is
-    # non-zero, so max_z Lam_L . z = a x~+_j sum_q max(alpha_L zl, alpha_L zu) + a x~-_j sum_q
-    # min(alpha_U zl, alpha_U zu), and the coefficient sums are einsums.
-    Ap, An = a * xp, a * xn                                                  # [M, n, C, D]
-    kapL = Ap * bl.unsqueeze(-1) + An * bu.unsqueeze(-1) + b + off_l         # [M, n, C, D]
-    kapU = Ap * bu.unsqueeze(-1) + An * bl.unsqueeze(-1) + b + off_u
-    zl4, zu4 = zl.unsqueeze(-2), zu.unsqueeze(-2)                            # [M, n, 1, C]
-    maxAl = torch.maximum(al * zl4, al * zu4).sum(-1).unsqueeze(-1)          # [M, n, C, 1]
-    minAu = torch.minimum(au * zl4, au * zu4).sum(-1).unsqueeze(-1)
-    maxL = kapL + Ap * maxAl + An * minAu                                    # exact max over the box
-    minU = kapU + Ap * minAu + An * maxAl
-    maxL = torch.minimum(maxL, cu)
-    minU = torch.maximum(minU, cl)
-    top_l = top_sum((maxL + g).clamp(min=0), kk, src, largest=True, dim=1)  # [Q, C, D]
-    top_u = top_sum((g - minU).clamp(min=0), kk, src, largest=True, dim=1)
-    # sum_i Lam_i . z_i(theta) = sum_{c', j'} (sum_i Lam_i,c' x~_ij') Theta_c'j'
-    alK, auK = al.expand(M, -1, -1, -1), au.expand(M, -1, -1, -1)
-
-    def csum(A, alpha):
-        # sum_n A[k,n,c,d] alpha[k,n,c,q] x~[n,e] -> [M, C*D, C*D], as one batched matmul over (k, c)
-        T = (alpha.unsqueeze(-1) * xt.view(1, n, 1, 1, D)).permute(0, 2, 1, 3, 4).reshape(M * C, n, C * D)
-        out = torch.bmm(A.permute(0, 2, 3, 1).reshape(M * C, D, n), T)             # [M*C, D, C*D]
-        return out.view(M, C * D, C * D)
-
-    coefL = csum(Ap, alK) + csum(An, auK)
-    coefU = csum(Ap, auK) + csum(An, alK)
-    eye = torch.eye(C * D, dtype=dt)
-    tl, tu = AL.reshape(M, 1, C * D), AU.reshape(M, 1, C * D)
-    mu_ = lam * eye - s * coefL                                             # upper bound of theta'
-    hi_box = (mu_.clamp(min=0) * tu + mu_.clamp(max=0) * tl).sum(-1)       # [M, C*D]
-    ml_ = lam * eye - s * coefU                                             # lower bound of theta'
-    lo_box = (ml_.clamp(min=0) * tl + ml_.clamp(max=0) * tu).sum(-1)
-    if shift is not None:
-        sh = shift[:, flat].unsqueeze(-1)                                   # [M, C*D, 1]
-        hi_box = hi_box + s * torch.bmm(coefL.abs(), sh).squeeze(-1)
-        lo_box = lo_box - s * torch.bmm(coefU.abs(), sh).squeeze(-1)
-    hi_lin = _rows(hi_box, src) - s * (_rows(kapL.sum(1).reshape(M, -1), src) - top_l.reshape(Q, -1))
-    lo_lin = _rows(lo_box, src) - s * (_rows(kapU.sum(1).reshape(M, -1), src) + top_u.reshape(Q, -1))
-    lo_cd = torch.maximum(ibp_lo.reshape(Q, -1), lo_lin)
-    hi_cd = torch.minimum(ibp_hi.reshape(Q, -1), hi_lin)
-    lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
-    hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
-    lo_out[:, flat], hi_out[:, flat] = lo_cd, hi_cd
+    own = torch.arange(Q) if src is None else src
+    cap = _caps(x, y)
+    two_x = 2 * xt                                                             # [P, n]
+    lo_out = torch.empty(Q, P, dtype=dt)
+    hi_out = torch.empty(Q, P, dtype=dt)
+    step = max(1, CHUNK_ELEMENTS // ((2 ** P) * n * P))
+    for a in range(0, Q, step):
+        qs = torch.arange(a, min(Q, a + step))
+        bq, inv = torch.unique(own[qs], return_inverse=True)
+        lo, hi = boxes.lo[bq], boxes.hi[bq]                                     # [M, P]
+        r_lo = lo @ xp + hi @ xn - y                                            # exact residual range [M, n]
+        r_hi = hi @ xp + lo @ xn - y
+        z1, z2 = two_x * r_lo.unsqueeze(1), two_x * r_hi.unsqueeze(1)           # [M, P, n]
+        zl, zu = torch.minimum(z1, z2), torch.maximum(z1, z2)
+        cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)                               # IBP = the constants
+        reg_l = ((zl >= -g) & cap).unsqueeze(1)                                 # min(z, gamma) [M, 1, P, n]
+        reg_u = ((zu <= g) & cap).unsqueeze(1)                                  # max(z, -gamma)
+        k_q = kk[qs]
+        kg = (k_q.to(dt) * g).unsqueeze(-1)
+        ibp_lo = lam * lo[inv] - s * (cu.sum(-1)[inv] - top_sum(cu, k_q, inv, largest=False) + kg)
+        ibp_hi = lam * hi[inv] - s * (cl.sum(-1)[inv] - top_sum(cl, k_q, inv, largest=True) - kg)
+        th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))  # [M, V, P]
+        rv = th @ xt - y                                                        # [M, V, n]
+        zv = two_x.unsqueeze(0) * rv.unsqueeze(2)                               # [M, V, P, n]
+        Lv = torch.where(reg_l, zv.clamp(max=g), cl.unsqueeze(1))
+        Uv = torch.where(reg_u, zv.clamp(min=-g), cu.unsqueeze(1))
+        top_l = top_sum(Lv + g, k_q, inv, largest=True)                         # [q, V, P]
+        top_u = top_sum(g - Uv, k_q, inv, largest=True)
+        up = lam * th[inv] - s * Lv.sum(-1)[inv] + s * top_l
+        dn = lam * th[inv] - s * Uv.sum(-1)[inv] - s * top_u
+        mag = torch.maximum(hi, -lo).amax(-1, keepdim=True)[inv]
+        marg = 1e-13 * (mag + settings.lr * g)
+        lo_q = torch.maximum(ibp_lo, dn.amin(1) - marg)
+        hi_q = torch.minimum(ibp_hi, up.amax(1) + marg)
+        lo_out[qs], hi_out[qs] = torch.minimum(lo_q, hi_q), torch.maximum(lo_q, hi_q)
     return Interval(lo_out, hi_out)
 
 
-def mse_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-             subs: torch.Tensor, src: torch.Tensor | None = None, settings,
-             anchor: Interval | None = None, shift: torch.Tensor | None = None) -> Interval:
-    """:func:`single_layer_step` specialised to one-output MSE (linear regression), the AGT-R
-    linear default with ~1,000 radii.  Same bound, computed with samples on the last axis
-    (contiguous top-k) and without the general head's [K, n, C, C] intermediates: here
-    z_ip(theta) = 2 (x~_i . theta - y_i) x~_ip is exactly linear in theta, its range over the
-    box is exact, and the chord relaxation of clip is applied to it directly.  ``anchor`` and
-    ``shift``: the ledger form of :func:`single_layer_step`."""
-    g = settings.clip
-    lam, lr = settings.contraction, settings.lr
+def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                      subs: torch.Tensor, src: torch.Tensor | None = None, settings,
+                      mode: str | None = None) -> Interval:
+    """Joint bound [Q, P] of one clipped-GD step of a single-layer head per query (box ``src[q]``,
+    at most ``subs[q]`` substitutions), intersected with the IBP step (module docstring, part 1).
+    ``mode``: ``coupled`` | ``flat`` (default: coupled when the vertex tensors are small)."""
+    if mode is None and isinstance(model.loss, MSE) and _coupled_mode(model.n_params, x.shape[0]):
+        return mse_coupled_step(model, boxes, x, y, subs=subs, src=src, settings=settings)
+    ibp = ibp_step(model, boxes, x, y, subs=subs, src=src, settings=settings)
+    if isinstance(model.loss, Hinge):
+        return ibp                     # interval constants: the joint step is the IBP step
+    g, lam = settings.clip, settings.contraction
     n = x.shape[0]
+    d, C = model.widths
+    D = d + 1
+    P = C * D
     dt = boxes.lo.dtype
-    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1).T.contiguous()      # [P, n] (W then b)
-    lo, hi = boxes.lo, boxes.hi                                           # [M, P]
-    mid, rad = (lo + hi) / 2, (hi - lo) / 2
-    r_mid = mid @ xt - y                                                  # residual at the centre [M, n]
-    r_rad = rad @ xt.abs()                                                # exact radius of the residual
-    r_rad = r_rad + 1e-15 * (r_mid.abs() + r_rad)                         # rounding of the products
-    z_mid = 2 * r_mid.unsqueeze(1) * xt                                   # [M, P, n]
-    z_rad = 2 * r_rad.unsqueeze(1) * xt.abs()
-    zl, zu = z_mid - z_rad, z_mid + z_rad
-    a, b, off_l, off_u, cl, cu = _clip_relaxation(zl, zu, g)
+    s = settings.lr / n
+    flat_idx = head_index(model).reshape(-1)
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1)                      # [n, D]
+    TL, TU = boxes.lo[:, flat_idx].view(-1, C, D), boxes.hi[:, flat_idx].view(-1, C, D)
+    M = TL.shape[0]
+    if mode is None:
+        mode = "coupled" if _coupled_mode(P, n) else "flat"
     kk = subs.clamp(max=n).to(torch.long)
-
-    def top(v, largest=True):     # sum of the kk largest (smallest) entries over samples: [Q, P]
-        return top_sum(v, kk, src, largest=largest)
-
-    s = lr / n
-    kg = (kk.to(dt) * g).unsqueeze(-1)
-    if anchor is not None:
-        lo, hi = anchor.lo, anchor.hi                                     # psi's box (ledger form)
-    ibp_lo = lam * _rows(lo, src) - s * (_rows(cu.sum(-1), src) - top(cu, False) + kg)
-    ibp_hi = lam * _rows(hi, src) - s * (_rows(cl.sum(-1), src) - top(cl, True) - kg)
-    # substituted records: the concrete extremes of the relaxations over the box (a >= 0)
-    top_l = top((a * zu + b + off_l + g).clamp(min=0))
-    top_u = top((g - (a * zl + b + off_u)).clamp(min=0))
-    # sum_i a_ip z_ip(theta) = sum_q [2 sum_i a_ip x~_ip x~_iq] theta_q - 2 sum_i a_ip y_i x~_ip
-    ax = a * xt                                                           # [M, P, n]
-    coef = 2 * ax @ xt.T                                                  # [M, P, P]
-    base = -2 * (ax @ y) + b.sum(-1)                                      # [M, P]
-    Cl, Cu = base + off_l.sum(-1), base + off_u.sum(-1)
-    c = lam * torch.eye(lo.shape[-1], dtype=dt) - s * coef
-    cp, cn = c.clamp(min=0), c.clamp(max=0)
-    hi_box = (cp * hi.unsqueeze(1) + cn * lo.unsqueeze(1)).sum(-1)       # [M, P]
-    lo_box = (cp * lo.unsqueeze(1) + cn * hi.unsqueeze(1)).sum(-1)
-    if shift is not None:
-        sv = s * (coef.abs() @ shift.unsqueeze(-1)).squeeze(-1)
-        hi_box, lo_box = hi_box + sv, lo_box - sv
-    lin_hi = _rows(hi_box, src) - s * (_rows(Cl, src) - top_l)
-    lin_lo = _rows(lo_box, src) - s * (_rows(Cu, src) + top_u)
-    return Interval(torch.maximum(ibp_lo, lin_lo), torch.minimum(ibp_hi, lin_hi))
+    Q = len(kk)
+    own = torch.arange(Q) if src is None else src
+    cap = _caps(x, y)
+    lo_cd = torch.empty(Q, C, D, dtype=dt)
+    hi_cd = torch.empty(Q, C, D, dtype=dt)
+    per_box = (2 ** P if mode == "coupled" else P) * n * P
+    step = max(1, CHUNK_ELEMENTS // max(per_box, 1))
+    for a in range(0, Q, step):
+        qs = torch.arange(a, min(Q, a + step))
+        boxes_q, inv = torch.unique(own[qs], return_inverse=True)
+        TLb, TUb = TL[boxes_q], TU[boxes_q]
+        rel = _relaxation(model, TLb, TUb, xt, y, g, cap)
+        fn = _coupled if mode == "coupled" else _flat
+        lo_q, hi_q = fn(TLb, TUb, xt, rel, kk[qs], inv, lam, s, g)
+        lo_cd[qs], hi_cd[qs] = lo_q, hi_q
+    lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
+    hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
+    lo_out[:, flat_idx], hi_out[:, flat_idx] = lo_cd.reshape(Q, P), hi_cd.reshape(Q, P)
+    # rounding of the joint bound before it meets IBP's: relative to an isotone magnitude (the
+    # box's largest |theta|), so the margin itself only grows with the box
+    mag = torch.maximum(boxes.hi, -boxes.lo).amax(-1, keepdim=True)
+    marg = 1e-13 * (_rows(mag, src) + settings.lr * g)
+    lo = torch.maximum(ibp.lo, lo_out - marg)
+    hi = torch.minimum(ibp.hi, hi_out + marg)
+    # two sound bounds of a (near-)point can still cross by an ulp: keep both ends then
+    return Interval(torch.minimum(lo, hi), torch.maximum(lo, hi))
 
 
 def _candidates_range(vals: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     st = torch.stack(vals, 0)
     return st.amin(0), st.amax(0)
+
+
+def _mag(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """max(|lo|, |hi|) = max(hi, -lo): grows when [lo, hi] grows (an isotone rounding scale)."""
+    return torch.maximum(hi, -lo).clamp(min=0)
 
 
 def mlp1_gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
@@ -280,7 +385,8 @@ def mlp1_gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: 
     fl = tl.sum(-1, keepdim=True) + b2l.view(K, 1, 1)
     fu = tu.sum(-1, keepdim=True) + b2u.view(K, 1, 1)
     yy = y.view(1, n, 1)
-    eps = 1e-13 * (fl.abs() + fu.abs() + tl.abs() + tu.abs() + yy.abs() + 1)
+    # rounding margin on the rest r_h = f - t_h: relative to isotone magnitudes
+    eps = 1e-13 * (2 * _mag(fl, fu) + 2 * _mag(tl, tu) + yy.abs() + 1)
     cl = fl - tl - yy - eps                                                   # c = rest_h - y
     cu = fu - tu - yy + eps
     # dL/dW2_h = 2 a (w a + c)
@@ -307,8 +413,8 @@ def mlp1_gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: 
     zero = torch.zeros_like(gb1_l)
     gb1_l = torch.where(active, torch.where(maybe_off, torch.minimum(gb1_l, zero), gb1_l), zero)
     gb1_u = torch.where(active, torch.where(maybe_off, torch.maximum(gb1_u, zero), gb1_u), zero)
-    m2 = 1e-12 * (gw2_l.abs() + gw2_u.abs())
-    m1 = 1e-12 * (gb1_l.abs() + gb1_u.abs())
+    m2 = 2e-12 * _mag(gw2_l, gw2_u)
+    m1 = 2e-12 * _mag(gb1_l, gb1_u)
     gw2_l, gw2_u, gb1_l, gb1_u = gw2_l - m2, gw2_u + m2, gb1_l - m1, gb1_u + m1
     # W1_hj = db1_h * x_j
     xpj, xnj = xp.T.view(1, 1, d, n), xn.T.view(1, 1, d, n)
@@ -324,11 +430,20 @@ def mlp1_gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: 
 
 
 class CROWN(Certificate):
-    """``certificate=crown``: joint linear step bounds for single-layer heads, exact per-sample
-    ranges for one-hidden-layer MSE networks, IBP otherwise; always intersected with IBP."""
+    """``certificate=crown``: joint linear step bounds for single-layer heads (mse, ce; hinge
+    reduces to IBP), exact per-sample ranges for one-hidden-layer MSE networks, IBP otherwise;
+    always intersected with IBP.  Every part is inclusion-monotone and nests (module docstring).
+
+    Option ``substitutions``: ``per_epoch`` (default) runs the per-epoch ledger of
+    :mod:`certdp.agt` wherever the batch plan has more than one batch per epoch; its step
+    aggregates this engine's *per-sample* bounds (exact ranges for one-hidden-layer MSE networks,
+    the interval bounds otherwise) as plain sums, so on single-layer heads the joint step above is
+    used per batch (``per_batch``, and full batch) only.  The ledger nests with these bounds
+    (inclusion-monotone per-sample bounds, certdp/agt.py)."""
 
     name = "crown"
-    memory_factor = 48   # [K, n, P(, C)] temporaries of the step relaxation, per radius
+    memory_factor = 8    # the single-layer step chunks its own [boxes, vertices, b, P] temporaries
+    nesting_monotone = True
     options = ("substitutions",)
 
     def __init__(self, *, substitutions: str = "per_epoch"):
@@ -345,13 +460,19 @@ class CROWN(Certificate):
 
     def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
         if model.n_layers == 1:
-            step = mse_step if isinstance(model.loss, MSE) else single_layer_step
-            return step(model, boxes, x, y, subs=subs, src=src, settings=settings)
+            return single_layer_step(model, boxes, x, y, subs=subs, src=src, settings=settings)
         return super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
 
-    def ledger_step_bounds(self, model, anchor, x, y, *, domain, shift, settings):
-        if model.n_layers == 1:
-            step = mse_step if isinstance(model.loss, MSE) else single_layer_step
-            return step(model, domain, x, y, subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long),
-                        settings=settings, anchor=anchor, shift=shift)
-        return super().ledger_step_bounds(model, anchor, x, y, domain=domain, shift=shift, settings=settings)
+    def nesting_slack(self, model, *, settings, b, k_max, magnitude, steps=1):
+        """IBP's slack, plus for the joint single-layer step the rounding of its affine evaluations
+        (module docstring, Rounding): each affine value at a vertex errs by at most ~ 8 u X (P^2 X M + Y),
+        summed over the batch with weight lr / b; the flat form's coefficient sums add
+        (b + P) u P X^2 M per record."""
+        base = super().nesting_slack(model, settings=settings, b=b, k_max=k_max, magnitude=magnitude, steps=steps)
+        if model.n_layers != 1 or isinstance(model.loss, Hinge):
+            return base
+        u, P, M = 2.0 ** -53, model.n_params, magnitude
+        per_value = 8 * u * X_CAP * (P * P * X_CAP * M + Y_CAP + 4)
+        if not _coupled_mode(P, b):
+            per_value += 2 * (b + P) * u * P * X_CAP * X_CAP * M
+        return base + 4.0 * steps * float(settings.lr) * per_value

@@ -281,7 +281,7 @@ class _Head:
         zl, zu = st["z"] + dzl - e, st["z"] + dzu + e                           # the logit box
         zr = 4 * U * (st["z"].abs() + torch.maximum(dzl.abs(), dzu.abs()) + e)
         zl, zu = zl - zr, zu + zr
-        al, au, bl, bu = self.loss.grad_linear_bounds(zl, zu, st["y"])          # [K|1, b, C, C'], [K, b, C]
+        al, au, bl, bu = self.loss.grad_linear_bounds(zl, zu, st["y"])[:4]      # [K|1, b, C, C'], [K, b, C]
         al, au = al.expand(K, -1, -1, -1), au.expand(K, -1, -1, -1)
         # offsets at Dz = 0 (phi >= al . (z~ + Dz) + bl - |al| . e  and the mirror image)
         z0 = st["z"].unsqueeze(0).unsqueeze(-2)                                 # [1, b, 1, C]
@@ -428,11 +428,22 @@ class CrownTT(Certificate):
         from certdp.agt import run_agt
         from certdp.bounds.ibp import IBP
         trace: list = []
-        ref = (boxes.lo[0] + boxes.hi[0]) / 2
-        box_env = run_agt(model, ref, x, y, settings, ks.tolist(), certificate=IBP(substitutions=self.substitutions),
-                          plan=plan, progress=False, start_box=boxes, steps=range(steps[0], steps[-1] + 1),
-                          trace=trace)
-        caps = [(lo_[parent], hi_[parent]) for lo_, hi_ in trace]
+        pos = (ks >= 1).nonzero().flatten()          # AGT's radius-0 row (the nominal) is not capped
+        caps = None
+        if len(pos):
+            ref = (boxes.lo[0] + boxes.hi[0]) / 2
+            box_env = run_agt(model, ref, x, y, settings, ks[pos].tolist(), certificate=IBP(substitutions=self.substitutions),
+                              plan=plan, progress=False, start_box=Interval(boxes.lo[pos], boxes.hi[pos]),
+                              steps=range(steps[0], steps[-1] + 1), trace=trace)
+            row = torch.full((K,), -1, dtype=torch.long)
+            row[pos] = torch.arange(len(pos))
+            prow = row[parent]
+            use = prow >= 0
+            caps = []
+            for lo_, hi_ in trace:
+                clo = torch.where(use.unsqueeze(-1), lo_[prow.clamp(min=0)], boxes.lo[parent])
+                chi = torch.where(use.unsqueeze(-1), hi_[prow.clamp(min=0)], boxes.hi[parent])
+                caps.append((clo, chi, use))
         win = _Window(kind(model, settings), model, rows, x, y, plan, steps, ks[parent], settings,
                       per_epoch=per_epoch, parent=parent, branch=branch, caps=caps)
         # Thousands of small tensor operations ([rows, objectives, P]): intra-op threads only add
@@ -443,8 +454,10 @@ class CrownTT(Certificate):
             out = win.run()
         finally:
             torch.set_num_threads(threads)
-        lo = torch.maximum(out.lo[:K], box_env.lo)
-        hi = torch.minimum(out.hi[:K], box_env.hi)
+        lo, hi = out.lo[:K].clone(), out.hi[:K].clone()
+        if len(pos):
+            lo[pos] = torch.maximum(lo[pos], box_env.lo)
+            hi[pos] = torch.minimum(hi[pos], box_env.hi)
         for j in split.tolist():
             # every neighbour with a substitution has one of the window's records in its set (or
             # changes nothing in this window): the hull of the branches, intersected with row j
@@ -490,7 +503,7 @@ class _Window:
         self.rec, self.n_rec = rec, len(uniq)                                   # window-local record ids
         self.per_epoch = per_epoch
         self.parent, self.branch = parent, branch
-        self.caps = caps              # per local step: boxes [rows, P] containing theta'_t (or None)
+        self.caps = caps              # per local step: (lo, hi, rows used) boxes containing theta'_t, or None
         self.has_branch = bool((branch >= 0).any())
         dt = boxes.lo.dtype
         self.dt = dt
@@ -597,7 +610,8 @@ class _Window:
             if self.has_branch:
                 ub = torch.minimum(ub, ub[self.parent])
             if self.caps is not None:
-                ub = torch.minimum(ub, self.box_bound(L, theta, *self.caps[local]))
+                clo, chi, use = self.caps[local]
+                ub = torch.where(use.unsqueeze(-1), torch.minimum(ub, self.box_bound(L, theta, clo, chi)), ub)
             rx = self.rel.relax(st, ub, self.D[local])
             self.rx.append(rx)
             self.n_uncertain += int(rx["uncertain"].sum())

@@ -19,9 +19,9 @@ import os
 
 import torch
 
-from certdp.bounds.aggregate import MODES, batch_sum_from_stats
+from certdp.bounds.aggregate import MODES, TAU_FRACTIONS, batch_sum_from_stats, tau_sums
 from certdp.bounds.base import Certificate
-from certdp.bounds.interval import Interval, forward_bounds, matmul_midrad
+from certdp.bounds.interval import Interval, forward_bounds, matmul_interval
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 
@@ -37,7 +37,7 @@ def backprop_relu(delta: Interval, w: Interval, z: Interval) -> Interval:
     """Delta of the previous layer: (delta @ W) times the ReLU derivative s in [s_lo, s_hi]
     (1 if the pre-activation z is surely > 0, 0 if surely <= 0, else [0, 1]); written as
     arithmetic because torch.where is slow on CPU here."""
-    back = matmul_midrad(delta, w)
+    back = matmul_interval(delta, w)
     s_lo = (z.lo > 0).to(back.lo.dtype)
     s_un = (z.hi > 0).to(back.lo.dtype) - s_lo
     return Interval(s_lo * back.lo + s_un * back.lo.clamp(max=0),
@@ -88,7 +88,7 @@ def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch
 
 def _block_stats(dlo, dhi, alo, ahi, clip: float, exact: bool):
     """Clipped weight-gradient bounds of one layer, reduced over samples without keeping them:
-    (sum of lower bounds, max of lower bounds, sum of upper bounds, min of upper bounds).
+    the tau sums of :func:`certdp.bounds.aggregate.tau_sums` ([K, o, i, F] each).
 
     ``d*`` [K, o, 1, n] bound the layer's output delta; ``a*`` [.., 1, i, n] its input: for an
     exact input pass (x+, x-) as (alo, ahi); for a post-ReLU input (>= 0) its bounds."""
@@ -98,25 +98,23 @@ def _block_stats(dlo, dhi, alo, ahi, clip: float, exact: bool):
     else:
         lo = dlo.clamp(min=0) * alo + dlo.clamp(max=0) * ahi
         hi = dhi.clamp(min=0) * ahi + dhi.clamp(max=0) * alo
-    lo = lo.clamp(-clip, clip)
-    hi = hi.clamp(-clip, clip)
-    return lo.sum(-1), lo.amax(-1), hi.sum(-1), hi.amin(-1)
+    return tau_sums(lo.clamp(-clip, clip), hi.clamp(-clip, clip), clip=clip)
 
 
 def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                       clip: float) -> tuple[torch.Tensor, ...]:
-    """The reductions over samples of the clipped per-sample gradient bounds, [K, P] each:
-    (sum of lower bounds, max of lower bounds, sum of upper bounds, min of upper bounds), what
-    the ``max`` aggregation reads (:func:`certdp.bounds.aggregate.batch_sum_from_stats`).
+                       clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tau sums over samples of the clipped per-sample gradient bounds, [K, P, F] each, what
+    the ``tau`` aggregation reads (:func:`certdp.bounds.aggregate.batch_sum_from_stats`).
 
     Computed layer block by layer block with fused reductions: the same numbers as
-    ``aggregate.batch_stats(gradient_bounds(...))`` up to summation order, without
+    ``aggregate.tau_sums`` of :func:`gradient_bounds` up to summation order, without
     materialising the [K, P, n] per-sample intervals."""
     fwd, acts, pres = forward_bounds(model, theta, x)
     delta = loss_grad_bounds(model, fwd, y)
     lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, P = theta.lo.shape[0], model.n_params
-    stats = [torch.empty(K, P, dtype=theta.lo.dtype) for _ in range(4)]
+    F = len(TAU_FRACTIONS)
+    stats = [torch.empty(K, P, F, dtype=theta.lo.dtype) for _ in range(2)]
     xt = x.transpose(0, 1).contiguous()
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)
     for l in range(model.n_layers - 1, -1, -1):
@@ -129,10 +127,9 @@ def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: to
             alo = acts[l].lo.transpose(-1, -2).contiguous().unsqueeze(-3)
             ahi = acts[l].hi.transpose(-1, -2).contiguous().unsqueeze(-3)
             r = _block_stats(dlo.unsqueeze(-2), dhi.unsqueeze(-2), alo, ahi, clip, False)
-        bl, bh = dlo.clamp(-clip, clip), dhi.clamp(-clip, clip)
-        rb = (bl.sum(-1), bl.amax(-1), bh.sum(-1), bh.amin(-1))
-        for j in range(4):
-            stats[j][:, sw] = r[j].reshape(K, o * i)
+        rb = tau_sums(dlo.clamp(-clip, clip), dhi.clamp(-clip, clip), clip=clip)
+        for j in range(2):
+            stats[j][:, sw] = r[j].reshape(K, o * i, F)
             stats[j][:, sb] = rb[j]
         if l > 0:
             delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
@@ -166,7 +163,7 @@ def _compiled_sum_stats(model: ModelSpec, clip: float):
 
 
 def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
-              clip: float) -> tuple[torch.Tensor, ...]:
+              clip: float) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`gradient_sum_stats`, compiled for large problems (falls back to eager where
     ``torch.compile`` is unavailable, or with ``CERTDP_NO_COMPILE=1``)."""
     size = theta.lo.shape[0] * x.shape[0] * model.n_params
@@ -196,13 +193,17 @@ def check_substitutions(v) -> str:
 class IBP(Certificate):
     """Interval bound propagation (``certificate=ibp``).
 
-    Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``max``
-    (k times the extreme bound, from fused reductions: one pass, no [M, P, b] tensor).
+    Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``tau``
+    (the data-independent tau grid of :mod:`certdp.bounds.aggregate`, from fused sums: one pass,
+    no [M, P, b] tensor, no sort).  Both nest, and the interval passes are inclusion-monotone, so
+    the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py.
     Option ``substitutions``: ``per_epoch`` (default: the per-epoch ledger of :mod:`certdp.agt`
-    wherever the batch plan has more than one batch per epoch) or ``per_batch``."""
+    wherever the batch plan has more than one batch per epoch; it keeps the nesting) or
+    ``per_batch``."""
 
     name = "ibp"
     options = ("aggregation", "substitutions")
+    nesting_monotone = True
 
     def __init__(self, *, aggregation: str = "topk", substitutions: str = "per_epoch"):
         if aggregation not in MODES:
@@ -214,7 +215,7 @@ class IBP(Certificate):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
 
     def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
-        if self.aggregation == "max":
+        if self.aggregation == "tau":
             stats = sum_stats(model, boxes, x, y, clip=clip)
             return batch_sum_from_stats(stats, subs=subs, src=src, clip=clip, b=x.shape[0])
         return super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)

@@ -91,6 +91,31 @@ def matmul_midrad(a: Interval, w: Interval) -> Interval:
     return Interval(m - r, m + r)
 
 
+# Largest [..., n, o, i] temporary (elements) for which matmul_interval forms the exact
+# element-wise products instead of the midpoint-radius product.
+EXACT_PRODUCT_ELEMENTS = 2 ** 26
+
+
+def matmul_interval(a: Interval, w: Interval) -> Interval:
+    """Bounds of ``a @ W`` ([..., n, o] @ [..., o, i]) for general intervals.
+
+    With a small enough [..., n, o, i] temporary: the exact interval product of every pair
+    (min / max over the four corners), summed over o.  That is the tightest interval enclosure
+    of the sum, inclusion-monotone, and monotone in floating point too (a rounded minimum of
+    rounded products, summed in a fixed order, can only decrease when the box grows).
+    Otherwise the midpoint-radius product (:func:`matmul_midrad`), inclusion-monotone in exact
+    arithmetic."""
+    numel = a.lo.numel() * w.lo.shape[-1]
+    if numel > EXACT_PRODUCT_ELEMENTS:
+        return matmul_midrad(a, w)
+    al, ah = a.lo.unsqueeze(-1), a.hi.unsqueeze(-1)              # [..., n, o, 1]
+    wl, wh = w.lo.unsqueeze(-3), w.hi.unsqueeze(-3)              # [..., 1, o, i]
+    c1, c2, c3, c4 = al * wl, al * wh, ah * wl, ah * wh
+    lo = torch.minimum(torch.minimum(c1, c2), torch.minimum(c3, c4)).sum(-2)
+    hi = torch.maximum(torch.maximum(c1, c2), torch.maximum(c3, c4)).sum(-2)
+    return Interval(lo, hi)
+
+
 def mul_exact(d: Interval, x: torch.Tensor) -> Interval:
     """Bounds of ``d * x`` (broadcast) for an interval ``d`` and an exact ``x``."""
     xp, xn = x.clamp(min=0), x.clamp(max=0)

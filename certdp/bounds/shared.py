@@ -12,6 +12,11 @@ that ``src`` names.  Queries with ``subs >= b`` take the trivial sum [-b gamma, 
 The top-k sums are exact up to ``topk_cap``; beyond it each further removed lower (upper) bound
 is bounded by the cap-th largest (smallest) one, which is exact when many samples are clipped at
 the same value (the common case) and sound always.
+
+Not nesting (certdp/privacy/sensitivity.py): radii k and k+1 of one group read their per-sample
+bounds from the same representative box, so the envelopes of neighbouring datasets need not nest
+(that needs the representative box of D inside the one of D', i.e. a data-independent box), and
+the capped top-k is not monotone in the per-sample bounds.  Smooth releases refuse it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ class SharedBoxes(Certificate):
     def __init__(self, base: Certificate, ratio: float, *, topk_cap: int = 256):
         self.base, self.ratio, self.topk_cap = base, float(ratio), int(topk_cap)
         self.name = f"{base.name}+shared{ratio:g}"
+
+    def nesting_refusal(self):
+        return ("ags.share_ratio", "shared per-sample bounds (ags.share_ratio) give radii k and k+1 the same box, "
+                "which breaks envelope nesting between neighbours", "null (every radius its own box)")
 
     def output_bounds(self, model, theta, x):
         return self.base.output_bounds(model, theta, x)

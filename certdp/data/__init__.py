@@ -17,11 +17,18 @@ from typing import Callable
 import numpy as np
 
 from certdp.data.params import Field, anything, parse_settings
+from certdp.data.preprocessing import Preprocessing
 from certdp.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class Dataset:
+    """One dataset as the runners see it: private training rows (``x_train``, ``y_train``, the
+    records DP protects), test queries, and an optional public split, all already mapped by
+    ``preprocessing`` (model units).  ``output_range`` is in model units (for a regression task
+    the released value is clipped to it); ``preprocessing.output_range`` is the same range in
+    the target's raw units.  ``info`` holds descriptions and public facts only, never a
+    statistic of the private rows."""
     name: str
     task: str                         # regression | binary | multiclass
     x_train: np.ndarray               # float64 [N, d]
@@ -31,8 +38,9 @@ class Dataset:
     x_public: np.ndarray | None = None
     y_public: np.ndarray | None = None
     n_classes: int | None = None
-    output_range: tuple[float, float] | None = None   # regression: released values are clipped here
+    output_range: tuple[float, float] | None = None   # regression, model units: released values are clipped here
     info: dict = field(default_factory=dict)
+    preprocessing: Preprocessing | None = None        # raw row -> model input, target/label coding
 
     @property
     def n_train(self) -> int:
@@ -41,6 +49,23 @@ class Dataset:
     @property
     def n_features(self) -> int:
         return int(self.x_train.shape[1])
+
+    @property
+    def dp_end_to_end(self) -> bool:
+        """False when a non-DP shortcut shaped the data (``dataset.scaling=private_stats_not_dp``):
+        then the released numbers are not differentially private whatever the certificate says."""
+        return self.preprocessing is not None and self.preprocessing.dp_end_to_end
+
+    @property
+    def scaling(self) -> str:
+        """Where the scaling came from: public, bounds, none, generated, or private_stats_not_dp."""
+        return self.preprocessing.scaling if self.preprocessing is not None else "unknown"
+
+
+def provenance(ds: Dataset) -> dict:
+    """The columns every results row carries about how the data was prepared:
+    ``dp_end_to_end`` (bool) and ``scaling`` (see :attr:`Dataset.scaling`)."""
+    return {"dp_end_to_end": bool(ds.dp_end_to_end), "scaling": ds.scaling}
 
 
 @dataclass(frozen=True)
@@ -106,12 +131,6 @@ def dataset_settings(cfg: dict) -> dict:
 
 def load_dataset(cfg: dict, seed: int) -> Dataset:
     return _entry((cfg or {}).get("name")).loader(cfg, seed)
-
-
-def split_indices(n: int, n_test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    return perm[n_test:], perm[:n_test]
 
 
 def standardise(train: np.ndarray, *others: np.ndarray, key: str = "dataset", columns=None,

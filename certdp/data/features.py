@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from certdp.data.preprocessing import Preprocessing
 from certdp.errors import ConfigError
 
 
@@ -61,23 +62,30 @@ def fit_public_pca(x_public: np.ndarray, k: int, *, standardise_inputs: bool = F
 
 
 def public_features(cfg: dict, x_public: np.ndarray, *others: np.ndarray, default_dim: int,
-                    standardise_inputs: bool = False) -> tuple[list[np.ndarray], dict]:
+                    standardise_inputs: bool = False, columns=None,
+                    input: str = "feature columns") -> tuple[list[np.ndarray], dict, Preprocessing]:
     """``dataset.features``: ``pca`` (PCA-``dataset.pca_dim`` fitted on public data, scores
     standardised with public statistics) or ``raw`` (inputs standardised with public
-    statistics only).  Returns ``[x_public, *others]`` transformed and an info dict."""
+    statistics only).  Returns ``[x_public, *others]`` mapped, an info dict, and the map itself
+    (a :class:`Preprocessing` whose :meth:`~Preprocessing.apply` produced the arrays).
+    ``columns`` names the input columns (default ``x0, x1, ...``)."""
+    x = np.asarray(x_public, np.float64)
+    d = x.shape[1]
+    columns = tuple(columns) if columns is not None else tuple(f"x{j}" for j in range(d))
     mode = cfg.get("features", "pca")
     if mode == "pca":
-        pca = fit_public_pca(x_public, cfg.get("pca_dim", default_dim) or default_dim,
+        pca = fit_public_pca(x, cfg.get("pca_dim", default_dim) or default_dim,
                              standardise_inputs=standardise_inputs)
-        xs = [pca.transform(a) for a in (x_public, *others)]
-        return xs, {"features": f"pca{pca.components.shape[0]}", "pca_fitted_on": "public",
-                    "pca_explained_variance": round(pca.explained, 4)}
-    if mode == "raw":
-        x = np.asarray(x_public, np.float64)
-        mu, sd = x.mean(0), _safe_sd(x)
-        return [(np.asarray(a, np.float64) - mu) / sd for a in (x_public, *others)], \
-            {"features": "raw", "standardised_with": "public"}
-    raise ConfigError("dataset.features", f"unknown feature map '{mode}'; allowed: pca, raw")
+        prep = Preprocessing(columns, pca.in_mean, pca.in_sd, feature_source="public", input=input,
+                             components=pca.components, pca_shift=pca.out_mean, pca_scale=pca.out_sd)
+        info = {"features": f"pca{pca.components.shape[0]}", "pca_fitted_on": "public",
+                "pca_explained_variance": round(pca.explained, 4)}
+    elif mode == "raw":
+        prep = Preprocessing(columns, x.mean(0), _safe_sd(x), feature_source="public", input=input)
+        info = {"features": "raw", "standardised_with": "public"}
+    else:
+        raise ConfigError("dataset.features", f"unknown feature map '{mode}'; allowed: pca, raw")
+    return [prep.apply(a) for a in (x, *others)], info, prep
 
 
 def binary_labels(y01: np.ndarray, cfg: dict) -> tuple[str, np.ndarray, int]:

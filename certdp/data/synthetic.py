@@ -8,6 +8,7 @@ import numpy as np
 
 from certdp.data import Dataset, register, settings
 from certdp.data.params import Field, integer, interval, real
+from certdp.data.preprocessing import identity
 from certdp.errors import ConfigError
 
 # Generated arrays are held in memory as float64: at most this many rows per part, and rows x
@@ -49,8 +50,11 @@ def load_linear(cfg: dict, seed: int) -> Dataset:
     if not np.isfinite(y).all():
         raise ConfigError("dataset.slope", "slope, intercept and noise give non-finite targets; "
                                            "allowed: values whose products with x stay finite in float64")
-    return Dataset("linear", "regression", x[:n], y[:n], x[n:], y[n:],
-                   output_range=s["output_range"], info={"source": "generated"})
+    # generated from public parameters: nothing is fitted, inputs and targets are used as they are
+    prep = identity(("x",), input="generated x", target="y", target_source="generated",
+                    output_range=s["output_range"])
+    return Dataset("linear", "regression", x[:n], y[:n], x[n:], y[n:], output_range=prep.model_output_range,
+                   info={"source": "generated"}, preprocessing=prep)
 
 
 BLOBS_FIELDS = {
@@ -86,5 +90,7 @@ def load_blobs(cfg: dict, seed: int) -> Dataset:
                                                  f"allowed: a finite number > 0 small enough for float64")
     y = np.where(lab == 0, 1.0, -1.0)
     xp, yp = (x[n + m:], y[n + m:]) if npub else (None, None)
+    prep = identity(tuple(f"x{j}" for j in range(d)), input="generated points", task="binary",
+                    target="label", classes=(-1, 1), label_coding="sign")
     return Dataset("blobs", "binary", x[:n], y[:n], x[n:n + m], y[n:n + m], x_public=xp, y_public=yp,
-                   n_classes=2, info={"source": "generated", "separation": sep})
+                   n_classes=2, info={"source": "generated", "separation": sep}, preprocessing=prep)

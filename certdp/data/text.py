@@ -42,7 +42,7 @@ import importlib.util
 import io
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -292,14 +292,19 @@ def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     emb = embed_parts(splits, encoder, progress=s["progress"])
-    (xp, xtr, xte), finfo = public_features(s, emb["public"], emb["private"], emb["test"], default_dim=8)
+    (xp, xtr, xte), finfo, prep = public_features(
+        s, emb["public"], emb["private"], emb["test"], default_dim=8,
+        columns=[f"e{j}" for j in range(emb["public"].shape[1])], input=f"sentence embeddings ({encoder.tag})")
     task, ytr, n_classes = binary_labels(splits.private.y01, s)
     _, yp, _ = binary_labels(splits.public.y01, s)
     _, yte, _ = binary_labels(splits.test.y01, s)
     info = {**splits.info, "encoder": encoder.tag, "embedding_dim": int(emb["public"].shape[1]),
             "n_private": len(ytr), "n_public": len(yp), "n_test": len(yte),
             "labels": "positive = +1 (binary) / 1 (multiclass)", **finfo}
-    return Dataset(name, task, xtr, ytr, xte, yte, x_public=xp, y_public=yp, n_classes=n_classes, info=info)
+    prep = replace(prep, task=task, target="label", classes=("negative", "positive"),
+                   label_coding="sign" if task == "binary" else "index")
+    return Dataset(name, task, xtr, ytr, xte, yte, x_public=xp, y_public=yp, n_classes=n_classes, info=info,
+                   preprocessing=prep)
 
 
 def _device(value, key):

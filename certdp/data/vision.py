@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import pickle
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -95,7 +96,10 @@ def load_mnist5(cfg: dict, seed: int) -> Dataset:
     perm = np.random.default_rng(split_seed).permutation(len(y))
     pub, priv = perm[:n_public], perm[n_public:n_public + n_private]
     xp, xtr = x[pub], x[priv]
-    (xp, xtr, xt), finfo = public_features(s, xp, xtr, xt, default_dim=8)
+    (xp, xtr, xt), finfo, prep = public_features(s, xp, xtr, xt, default_dim=8,
+                                                 columns=[f"px{j}" for j in range(x.shape[1])],
+                                                 input="MNIST pixels (uint8 / 256), row-major 28 x 28")
+    prep = replace(prep, task="multiclass", target="digit", classes=tuple(digits), label_coding="index")
     info = {"source": str(path), "digits": digits, "split_seed": split_seed,
             "n_private": int(len(priv)), "n_public": int(len(pub)), "n_test": int(len(yt)),
             # the paper's AGS table: the first 1,000 public images are the PATE pool, the rest
@@ -103,4 +107,4 @@ def load_mnist5(cfg: dict, seed: int) -> Dataset:
             "public_split": {"pate_pool": [0, pool[0]], "selection": [pool[0], n_public]},
             **finfo}
     return Dataset("mnist5", "multiclass", xtr, y[priv], xt, yt, x_public=xp, y_public=y[pub],
-                   n_classes=len(digits), info=info)
+                   n_classes=len(digits), info=info, preprocessing=prep)

@@ -24,8 +24,9 @@ huge labels of both signs, bias-only records) and refines the worst ones; every 
 differ at the same index are neighbours, so all their pairs are compared, for every test point
 and for the betas of the configured smooth releases plus 0.001 and 0.01.  ``smoothness_ratio`` is
 the largest max(S'/S, S/S') / e^beta found (<= 1 when smooth), ``worst_pair`` the two records
-attaining it.  The proof in ``privacy/sensitivity.py`` covers IBP with top-k aggregation; the
-search is how an engine outside it (CROWN today) is shown not to be smooth, not a certificate.
+attaining it.  The proof in ``privacy/sensitivity.py`` covers every engine that declares
+``nesting_monotone``; the search is how an engine outside it is shown not to be smooth (it found
+the former adaptive-chord CROWN at 1.55 e^beta), not a certificate.
 
 Modes: ``random`` substitutes k uniformly chosen records by random records (features uniform in
 the training range, labels uniform in the label range / a random class); ``adversarial``

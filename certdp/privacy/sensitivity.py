@@ -69,11 +69,15 @@ radius only matters as the data-independent ceiling r_m = N.
 
 When (N) holds: AGT (certdp/agt.py)
 -----------------------------------
-One AGT step for radius r maps a box B to Phi_r^D(B): per-sample clipped-gradient intervals
-[l_i(B), u_i(B)] of the batch records, aggregated as SumL_r = SEMin_{b-r}(l) - r*gamma and
-SumU_r = SEMax_{b-r}(u) + r*gamma (r < b; [-b gamma, b gamma] for r >= b), then
-lo' = lam*lo - (lr/b) SumU, hi' = lam*hi - (lr/b) SumL, widened outward, intersected with the boxes
-of all larger radii.  (N) follows by induction over the steps from
+One AGT step for radius r maps a box B to Phi_r^D(B): the engine's bound on one training step from
+B with at most r of the batch's b records substituted (certdp/bounds/base.py), widened outward,
+widened by i*E for the i-th computed radius (below), intersected with the data-independent
+trivial cover C_t and with the boxes of all larger radii; radii r >= b are C_t itself; the
+radius-0 row (the nominal) is the same engine's step with r = 0 from the point theta_init.  For
+the default aggregation (top-k): per-sample clipped-gradient intervals [l_i(B), u_i(B)] of the
+batch records, SumL_r = SEMin_{b-r}(l) - r*gamma, SumU_r = SEMax_{b-r}(u) + r*gamma,
+lo' = lam*lo - (lr/b) SumU, hi' = lam*hi - (lr/b) SumL.  (N) follows by induction over the steps
+from the engine's declaration ``nesting_monotone`` (certdp/bounds/base.py), i.e.
 
 (M1) per-sample bounds are inclusion-monotone in the box, for the same record, with
      -gamma <= l_i <= u_i <= gamma (clipping), and exact at a point box;
@@ -83,54 +87,70 @@ of all larger radii.  (N) follows by induction over the steps from
      dropped value is <= gamma, so SEMax_{b-r-1}(u') + (r+1) gamma >= SEMax_{b-r}(u) + r gamma;
      SumU_r is non-decreasing in r; for r' >= b the sum is the data-independent b*gamma;
 (M3) the update is monotone (lam >= 0), the outward widening x -> x -/+ (rho max(|lo|,|hi|) + a)
-     is inclusion-monotone, intersection with larger radii maps onto the shifted intersection
-     (each D'-box of index i+1 > j has the D-box of index i >= j as a subset), and the nominal
-     step is the radius-0 step at a point.
+     is inclusion-monotone (max(|lo|, |hi|) = max(hi, -lo) only grows with the box), intersection
+     with a data-independent box (C_t) or another nesting bound keeps nesting, intersection with
+     larger radii maps onto the shifted intersection (each D'-box of index i+1 > j has the D-box of
+     index i >= j as a subset), and the nominal is the radius-0 step at a point.
 
-Induction: if T^t_{r_j}(D) subset T^t_{r_{j+1}}(D') for all j < m, then (M1) gives per-sample
-intervals of the retained records nested, (M2) nested sums, (M3) nested updated boxes, and the
-intersection keeps the nesting; at t = 0 every box is the start point.  For (C): when r_m >= b
-every batch sum is [-b gamma, b gamma] whatever the data, so T_{r_m} is the trivial cover, the
-same box for every D, provided the engine returns exactly that bound for r >= b.
+Induction: if T^t_{r_j}(D) subset T^t_{r_{j+1}}(D') for all j < m (and T^t_0(D) inside every
+T^t_{r_j}(D'), j >= 1), then (M1) gives per-sample intervals of the retained records nested, (M2)
+nested sums, (M3) nested updated boxes, and the intersections keep the nesting; at t = 0 every
+box is the start point.  For (C): when r_m >= b every batch sum is [-b gamma, b gamma] whatever
+the data, and AGT sets T_{r_m} to the trivial cover C_t, the same box for every D.
 
 Engines, aggregations and caps
 ------------------------------
-* IBP (``certificate=ibp``, ``aggregation=topk``): forward passes with sign-split products of an
-  exact or non-negative input and an interval weight, ReLU clamp, loss-gradient bounds (MSE
-  affine; hinge by case; softmax bounds at opposite corners), midpoint-radius products in the
-  backward pass (inclusion-isotone: the upper end am*wm + |am| wr + ar |wm| + ar wr changes by at
-  most (|wm| + wr)|d am| when the midpoint moves by d am, and the radius grows by at least |d am|
+Every engine certdp registers declares ``nesting_monotone`` when (M1)-(M3) hold for it; a smooth
+release refuses an engine that does not (:func:`certdp.privacy.smoothness.release_proof`).
+* IBP (``certificate=ibp``): forward passes with sign-split products of an exact or non-negative
+  input and an interval weight, ReLU clamp, loss-gradient bounds (MSE affine; hinge by case;
+  softmax bounds at opposite corners), the backward product as the exact element-wise interval
+  product summed over the layer's outputs (midpoint-radius products for very large layers,
+  inclusion-isotone in exact arithmetic: the upper end am*wm + |am| wr + ar |wm| + ar wr changes by
+  at most (|wm| + wr)|d am| when the midpoint moves by d am, and the radius grows by at least |d am|
   under inclusion), ReLU-derivative bounds [1[z_L > 0], 1[z_U > 0]], clipping: (M1) holds.
-  Covered.
-* The per-epoch substitution ledger (``certificate.substitutions=per_epoch``, certdp/agt.py):
-  its half-width k * rho is data-independent with increments rho = 2 gamma lr / b in k, its cap
-  is the data-independent cover, and radii >= b E get the cover itself; with IBP's (M1) the
-  boxes satisfy B(D; k) subset B(D'; k+1) +- (rho lam^age for the record r after its slot), which
-  gives (N) at every fold and at the end (proof in certdp/agt.py).  Covered with IBP.
-* ``aggregation=max`` (Sigma u - k min u + k gamma): not monotone in u (the minimum enters with
-  coefficient 1 - k), and it breaks (M2): u = (-gamma, gamma, ..., gamma) at k = 3 against
-  u' = (0, gamma, ..., gamma) at k = 4 gives (b + 4) gamma > (b + 3) gamma.  Refused for smooth
-  releases.  A monotone replacement of the same cost is Sigma_i max(u_i, tau) - k tau + k gamma with a
-  data-independent tau <= gamma (tau = -gamma: 2 gamma per substitution), or the minimum of it
-  over a fixed grid of tau; both satisfy (M2).
+  ``aggregation=topk`` nests as in (M2); ``aggregation=tau`` bounds SumU_r by the minimum over a
+  fixed grid of tau <= gamma of Sigma_i max(u_i, tau) - r tau + r gamma (capped by b gamma), which
+  is non-decreasing in every u_i, and from D to D' at r + 1 the substituted record's
+  max(u_j, tau) <= gamma is paid by the extra gamma - tau: every member nests, so their minimum
+  does (certdp/bounds/aggregate.py).  Covered.  (The form Sigma u - k min u + k gamma, k times
+  the extreme bound, does not nest: u = (-gamma, gamma, ..., gamma) at k = 3 against u' =
+  (0, gamma, ..., gamma) at k = 4 gives (b + 4) gamma > (b + 3) gamma.  It is not offered.)
+* CROWN (``certificate=crown``), single-layer heads: per (record, coordinate) a relaxation from an
+  inclusion-monotone family chosen by a monotone rule (surely clipped: the constant +-gamma;
+  affine where the isotone bounds of its linear relaxation stay within [-gamma, gamma]; else the
+  constants), then either the exact maximum of the relaxed step over the box's vertices (convex
+  in theta) or a record-independent charge 2 gamma per substitution; both nest, and the result is
+  intersected with the IBP step.  MSE relaxations are exact where unclipped; softmax
+  cross-entropy uses the mean-value form, inclusion-monotone although its centre moves
+  (certdp/losses.py); hinge reduces to IBP.  One-hidden-layer MSE networks: exact per-sample
+  ranges with margins relative to isotone magnitudes.  Covered (certdp/bounds/crown.py).  (An
+  adaptive chord relaxation of clip is not monotone in its interval -- on [-2g, 2g] the lower
+  line is z/2 - g/2, on [-2g, 100g] it is above that at z = -2g -- and a removal charge
+  max_box L_j + gamma depends on the substituted record; both broke smoothness, by up to 1.55 e^beta
+  on the issue's setting.)
+* MILP / exact windows (``certificate=milp|exact``): the exact optimum nests (every feasible point
+  of D's window at k is feasible for D''s at k + 1 with the substituted record free); the solver's
+  dual bound is within G = mip_gap * M + mip_abs_gap of it (M: the trivial cover's magnitude) when
+  the solve reaches its stopping gap, and its tolerance margin is absolute; AGT's graded widening
+  absorbs G and the margins.  A time-limited or failed solve (a bound not within G) and a crossed
+  bound are refused with ``certificate.on_time_limit=refuse``, which is when the engine declares
+  nesting; ``on_time_limit=bound`` falls back soundly and is refused for smooth releases.
 * ``ags.share_ratio`` (SharedBoxes): radii k and k+1 of one group read their per-sample bounds
   from the same representative box, so (M1) would need that box to be nested between D and D',
   i.e. data-independent; the discount could then grow by one per *group* only.  Its top-k
-  extension beyond ``topk_cap`` is also not monotone.  Refused for smooth releases.
-* CROWN single-layer joint step: the chord relaxation of clip is not monotone in its interval
-  (on [-2g, 2g] the lower line is z/2 - g/2; on [-2g, 100g] it is above that at z = -2g), and the
-  decoupled charge max_B L_i + gamma of a substituted record depends on the record, so replacing a
-  record whose relaxation varies over the box by a surely clipped one can lower the neighbour's
-  bound.  Not covered until the engine uses a monotone relaxation family (e.g. the exact line for
-  surely unclipped coordinates and the interval constant otherwise) with a record-independent
-  removal charge or the coupled maximum over the box's vertices; see the README.
-* CROWN exact ranges of one-hidden-layer MSE networks: exact ranges are inclusion-monotone;
-  covered up to the rounding margins below.
-* MILP / exact windows: the exact optimum is monotone in the start box and in k, but the solver's
-  dual bound (relative gap), its tolerance margin (relative to the bound), time limits that fall
-  back to the propagated CROWN box and the crossed-bound fallback are not.  Refused for smooth
-  releases until the window bound is made monotone (solve to a proven gap, absorb gap and
-  tolerances in the graded widening below, propagate with a covered engine).
+  extension beyond ``topk_cap`` is also not monotone.  Refused for smooth releases
+  (``privacy.smoothness=unproven`` runs it, rows marked ``smoothness_proof=false``).
+* The per-epoch substitution ledger (``certificate.substitutions=per_epoch``, the default for IBP
+  and CROWN on plans with more than one batch per epoch; derivation and proof in certdp/agt.py):
+  its half-width k * rho (rho = 2 gamma lr / b) is data-independent with increments rho in k, the
+  step aggregates the engine's per-sample bounds of the batch's own records as plain sums
+  (inclusion-monotone, (M1)), the cover cap and graded widening are data-independent, and radii
+  >= b * E (E batches per epoch; N among them) are the data-independent trivial cover, which
+  contains every capped ledger box.  The boxes satisfy B(D; k) subset B(D'; k+1) +- rho lam^age
+  (the offset only after the differing record's slot in the current epoch), which gives (N) at
+  every fold and at the end.  Covered (radii between b and b * E keep ledger boxes, not the
+  trivial box: the proof needs only that the ceiling radius N is data-independent).
 * Caps: the output-range width, the trajectory ceiling and AGS's trivial cover depend only on the
   public query, the training settings and P, so min(., G) keeps (ii).  Clipping the prediction
   and its bounds to the output range is monotone.
@@ -142,7 +162,8 @@ Engines, aggregations and caps
   D ~ D': a per-epoch split of the radius must be a data-independent function of r and the batch
   plan (and non-decreasing in r), relational bounds must be monotone in the box they start from,
   the radius-0 step must contain the nominal step, and radii >= the batch size must give the
-  data-independent trivial box.  It declares ``nesting_monotone = True`` (privacy/smoothness.py).
+  data-independent trivial box.  It declares ``nesting_monotone = True`` and, if its floating-point
+  evaluation can break nesting by more than IBP's, a larger ``nesting_slack``.
 
 Rounding
 --------
@@ -151,13 +172,19 @@ The proof is in exact arithmetic for the maps the code evaluates.  In floating p
 rounding of e^{-beta j} V_j (a few ulps) in (ii);
 (2) query bounds, cross and the caps are compositions of monotone floating-point operations in a
 fixed order, hence float-isotone;
-(3) the envelopes: the AGT aggregation sum - top_k is not a monotone floating-point expression, so
-two computed envelopes may fail (N) by a few ulps of the clipped batch sum.  Widening radius r by
-r * E per step, with E at least twice the absolute rounding error of one step's aggregation and
-update (data-independent: |u| <= gamma and every box lies in the trivial cover), restores (N) in
-floating point for per-sample bounds evaluated with float-isotone operations; that widening belongs
-to certdp/agt.py and is listed in the README.  Until it lands the guarantee is the exact-arithmetic
-one, with violations at the 1e-12 relative level at most.
+(3) the envelopes: per-sample bounds computed by sign-split products, exact element-wise interval
+products, clamps and sums in a fixed order (the same shapes for D and D') are float-isotone
+(rounding is monotone); the aggregation sum - top_k and the update are not, but their rounding
+error is at most E (:meth:`certdp.bounds.base.Certificate.nesting_slack`): a data-independent
+bound, because every clipped gradient is in [-gamma, gamma] and every box lies in the trivial
+cover.  AGT widens the i-th radius by i * E per step, so T_i(D) widened by iE lies inside
+T_{i+1}(D') widened by (i+1)E: (N) holds for the computed boxes.  CROWN's affine evaluations and
+the MILP's stopping gap add their own data-independent terms to E (records with features or labels
+beyond fixed caps take constant relaxations, which bounds CROWN's).  What remains outside the
+argument are the transcendental functions of the softmax bounds (exp), monotone up to their own
+rounding, and BLAS kernels, assumed to sum in an order fixed by the shapes.
+tests/test_smoothness.py checks (N) on the floating-point boxes, with no tolerance, for every
+engine, on neighbours with random, extreme and label-flipped records.
 """
 
 from __future__ import annotations

@@ -29,41 +29,24 @@ SMALL_BETAS = (1e-3, 1e-2)
 
 
 def coverage(cert) -> str | None:
-    """None if the engine's step map satisfies the nesting conditions of the smoothness proof,
-    else the reason (one phrase).  An engine may declare ``nesting_monotone = True`` once its
-    relaxations are inclusion-monotone and its aggregation nests (see the proof)."""
-    name = getattr(cert, "name", "?")
-    if "+shared" in name or hasattr(cert, "topk_cap"):
-        return ("shared per-sample bounds (ags.share_ratio) give radii k and k+1 the same box, which "
-                "breaks envelope nesting between neighbours")
-    declared = getattr(cert, "nesting_monotone", None)
-    if declared is not None:
-        return None if declared else f"the engine '{name}' declares that its step map is not nesting-monotone"
-    agg = getattr(cert, "aggregation", "topk")
-    if name == "ibp":
-        if agg == "max":
-            return "the 'max' aggregation (sum - k * min) is not monotone in the per-sample bounds"
+    """None if the engine declares a nesting-monotone step map (``Certificate.nesting_monotone``,
+    the conditions (M1)-(M3) of the proof in ``privacy/sensitivity.py``), else the reason."""
+    if cert.nesting_monotone:
         return None
-    if name == "crown":
-        return ("CROWN's adaptive (chord) relaxations and record-dependent removal charge are not "
-                "inclusion-monotone")
-    if name in ("milp", "exact"):
-        return ("MILP windows (relative gap, tolerance margins, time-limit fallback to the CROWN box) "
-                "are not monotone in the start box")
-    return f"the engine '{name}' has no nesting proof"
+    return cert.nesting_refusal()[1]
 
 
-def require_covered(cert, *, key: str = "certificate.name") -> None:
-    """Refuse a smooth-sensitivity release whose staircase the proof does not cover."""
-    why = coverage(cert)
-    if why is not None:
-        allowed = "certificate.name=ibp with certificate.aggregation=topk"
-        if "share_ratio" in why:
-            key, allowed = "ags.share_ratio", "null (every radius its own box)"
-        elif "'max' aggregation" in why:
-            key, allowed = "certificate.aggregation", "topk"
-        raise ConfigError(key, f"smooth-sensitivity releases need a beta-smooth staircase, but {why}; "
-                               f"allowed: {allowed} (or privacy.smoothness=unproven, no DP guarantee)")
+def require_covered(cert) -> None:
+    """Refuse a smooth-sensitivity release whose staircase the proof does not cover: one line
+    naming the key to change (the engine's :meth:`~certdp.bounds.base.Certificate.nesting_refusal`)."""
+    if cert.nesting_monotone:
+        return
+    key, why, allowed = cert.nesting_refusal()
+    if allowed is None:
+        from certdp.bounds import CERTIFICATES
+        allowed = ", ".join(n for n, c in sorted(CERTIFICATES.items()) if c.nesting_monotone is True)
+    raise ConfigError(key, f"smooth-sensitivity releases need a beta-smooth staircase, but {why}; "
+                           f"allowed: {allowed} (or privacy.smoothness=unproven, no DP guarantee)")
 
 
 POLICIES = ("proven", "unproven")

@@ -136,7 +136,11 @@ def ags_certificate(s: HybridSettings, f: Features, key: str, *, progress: bool)
 
 def ags_release(s: HybridSettings, cert: dict, f: Features, *, epsilon: float, delta: float, release: str,
                 allocation: str, label) -> dict:
-    """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies."""
+    """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies;
+    ``smoothness_proof``: whether the head's staircase is provably beta-smooth (the release-proof
+    policy ``privacy.smoothness``, certdp/privacy/smoothness.py; a refusal otherwise)."""
+    from certdp.privacy.smoothness import release_proof
+    proof = release_proof(get_certificate(s.head.certificate), s.smoothness)
     model = head_model(cert["d"])
     P = model.n_params
     w = cert["weights"] if allocation == "anisotropic" else torch.ones(P, dtype=DTYPE)
@@ -151,7 +155,8 @@ def ags_release(s: HybridSettings, cert: dict, f: Features, *, epsilon: float, d
     acc_pub, acc_test = heads_accuracy(s, model, cert["nominal"] + w * (mech.scale(u) * z), f)
     _, nom_test = heads_accuracy(s, model, cert["nominal"].unsqueeze(0), f)
     return {"u": u, "beta": float(mech.beta), "scale": float(mech.scale(u)), "regime": mech.regime,
-            "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0])}
+            "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0]),
+            "smoothness_proof": proof}
 
 
 def dpsgd_head(s: HybridSettings, f: Features, *, epsilon: float, delta: float, label) -> dict:

@@ -120,6 +120,7 @@ def _accounting_frame(results: pd.DataFrame) -> pd.DataFrame:
 def _head_fields(s: HybridSettings, r: dict, f, cert: dict) -> dict:
     """The result columns every AGS-head row shares (hybrid and frozen_ags arms)."""
     return {"u": r["u"], "beta": r["beta"], "noise_scale": r["scale"], "n_draws": s.head.n_draws,
+            "smoothness_proof": r["smoothness_proof"],
             "nonprivate_head_accuracy": r["nonprivate_head_accuracy"], "pca_explained": f.explained,
             "certify_seconds": cert["seconds"],
             **quantile_summary(r["acc_test"], "accuracy_"), **quantile_summary(r["acc_pub"], "public_accuracy_")}

@@ -101,6 +101,7 @@ class HybridSettings:
     seed: int
     work_dir: Path
     dataset: dict = field(default_factory=dict)   # the dataset section, for the data layer
+    smoothness: str = "proven"                    # privacy.smoothness (certdp/privacy/smoothness.py)
 
 
 def _number(d: dict, key: str, prefix: str, default, *, cast=float, lo=None, hi=None, lo_open=False):
@@ -214,6 +215,11 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
 
     dps = _dplora(dict(cfg.get("dpsgd") or {}))
     head = _head(dict(cfg.get("head") or {}))
+    from certdp.privacy.smoothness import release_proof, smoothness_policy
+    smoothness = smoothness_policy(cfg)
+    arms = parse_choices(h, "hybrid.arms", ARMS, ARMS, what="arm")
+    if {"hybrid", "frozen_ags"} & set(arms):         # the AGS head's releases are smooth: refuse before any work
+        release_proof(get_certificate(head.certificate), smoothness)
     if dps.delta + head.delta > delta * (1 + 1e-12):
         raise ConfigError("privacy.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
                                            f"delta {delta:g}; lower dpsgd.delta or head.delta")
@@ -225,9 +231,9 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
         n_test_eval=_number(d, "n_test_eval", "dataset", None, cast=int, lo=1),
         n_public=_number(d, "n_public", "dataset", None, cast=int, lo=2),
         epsilons=eps, delta=delta, fractions=fr, reuse_end_to_end=bool(s.get("reuse_end_to_end", True)),
-        arms=parse_choices(h, "hybrid.arms", ARMS, ARMS, what="arm"),
+        arms=arms,
         size_epsilon=_number(sw, "epsilon", "hybrid.size_sweep", 3.0, lo=0, lo_open=True), sizes=sizes,
         threshold=_one_of(h, "threshold", "hybrid", THRESHOLDS, "public", what="threshold"),
         lora=_lora(dict(cfg.get("lora") or {})), dpsgd=dps, head=head,
         dpsgd_head=_dpsgd_head(dict(cfg.get("dpsgd_head") or {})), seed=int(cfg.get("seed", 0)),
-        work_dir=Path(h.get("work_dir") or cache_dir() / "hybrid").expanduser(), dataset=d)
+        work_dir=Path(h.get("work_dir") or cache_dir() / "hybrid").expanduser(), dataset=d, smoothness=smoothness)
