@@ -41,11 +41,73 @@ needs T_{r_i}(D) inside T_{r_{i+1}}(D') for neighbours, for the *floating-point*
 * Downward intersection: T_r is valid for every radius below r too, so boxes 1..K are
   intersected downwards (a running max/min from the largest radius); box i of D then maps into
   box i+1 of D' because every D'-box of index > i contains a D-box of index >= i.
+
+Per-epoch substitution budget (``certificate.substitutions=per_epoch``, the default)
+----------------------------------------------------------------------------------
+The per-batch step above lets *every* batch hold k substituted records.  certdp's batch plan
+(:func:`certdp.training.batch_plan`) cuts each epoch's permutation into E = floor(N / b)
+consecutive batches (tail dropped), so an index occupies at most one slot per epoch: for D' with
+substituted index set S (|S| <= k) and n_t = |B_t n S|,
+
+    sum_{t in epoch} n_t <= k,    0 <= n_t <= min(k, b).                              (budget)
+
+(:func:`epoch_length` checks this on the plan actually used; a plan without it is certified per
+batch.)  The *ledger* uses it at per-batch cost.  Let g_i be the clipped gradient of D's record i,
+s_i in [-gamma, gamma]^P that of the record D' puts in its place, eta = lr / b, and theta'_t the
+run on D'.  Then exactly
+
+    theta'_{t+1} = lam theta'_t - eta sum_{i in B_t} g_i(theta'_t) + sigma_t,
+    sigma_t = eta sum_{i in B_t n S} (g_i(theta'_t) - s_i),   |sigma_t,p| <= n_t rho,  rho = 2 gamma eta.
+
+Split theta'_t = psi_t + S_t with S_t = sum_{t' < t in the current epoch (and window)}
+lam^(t-1-t') sigma_t' (the neighbour's substitution deviation so far in this epoch).  Then
+psi_{t+1} = lam psi_t - eta sum_{i in B_t} g_i(theta'_t): *no* substitution term, every slot's
+*original* record.  By (budget) and 0 < lam <= 1, |S_t,p| <= rho sum_t' n_t' lam^(t-1-t') <= k rho,
+so S_t lies in [-L_t, L_t] with the data-independent half-width
+
+    L_t(k) = k rho  once the epoch has had a step (s >= 1),   L_t(k) = 0  at its start (s = 0).
+
+(The exact maximum over allocations, rho sum_{j<s} lam^j min(b, max(0, k - j b)), is smaller
+only early in an epoch for k > b or with lam < 1; its increments in k can vanish, which the
+nesting argument below cannot afford, so k rho is used.)  So the engine keeps, per radius, a box B_t
+containing psi_t for every D' within k, and one step is
+
+    X_t = (B_t +- L_t(k)) n C_t                          (contains theta'_t),
+    B_{t+1} = lam B_t - eta [ sum_i u_i(X_t), sum_i l_i(X_t) ]   (plain sums over all b records,
+                                                                no top-k, no k*gamma),
+
+[l_i, u_i] the engine's clipped-gradient bounds of record i over X_t (engines may bound the map
+psi, theta -> lam psi - eta sum g(theta) jointly: ``Certificate.ledger_step_bounds``).  C_t is the
+data-independent cover lam^m [start] +- lr gamma sum_{j<m} lam^j (m steps after the start) that
+contains every run of the algorithm on any data.  At an epoch boundary (and at the end)
+S is folded into the box: B <- (B +- L) n C, and the ledger restarts empty (psi = theta').
+Radius 0 is the ledger row with k = 0 (L = 0: the engine's radius-0 step).  Since psi_t depends on D' only
+(not on k), the boxes of two radii k < k' both contain psi_t for every D' within k: intersecting
+B downwards over the ledger radii (radius 0 apart, as above) is sound.  Radii k >= b E (the budget never binds: every slot
+of an epoch may be substituted) get the cover C itself (the per-batch step gives the same box
+for k >= b, up to rounding); plans with one batch per epoch (full batch) take the per-batch step,
+so full-batch runs are unchanged.
+
+Nesting (privacy/sensitivity.py, condition (N)): for neighbours D ~ D' differing at record r and
+every ledger radius k,  B_t(D; k)  is a subset of  B_t(D'; k+1) +- o_t,  o_t = rho lam^age when r
+has appeared in the current epoch (age steps ago), else 0.  Induction: L(k+1) = L(k) + rho >=
+L(k) + o_t whenever o_t > 0 (then s >= 1), so X(D;k) subset X(D';k+1); (M1) (inclusion-monotone
+per-sample bounds, IBP) nests the bounds of every common record, so a step without r maps the
+inclusion to itself with o_t shrunk by lam; the step whose batch holds r (o_t = 0 before: r is
+used once per epoch) changes one plain-sum term by at most |u_r - u_r'| <= 2 gamma, i.e. the
+boxes by eta 2 gamma = rho: o_{t+1} = rho; at a fold B(D;k) +- L(k) subset B(D';k+1) +- L(k) +- o
+subset B(D';k+1) +- L(k+1), and o resets with the epoch.
+The cover cap, the graded widening (also applied at a fold, whose one addition rounds less than a
+step) and the downward intersection are data-independent and monotone; radii >= b E get
+the data-independent cover, which contains every capped ledger box (and is the same box for every
+D, as the ceiling radius N of condition (C) needs).  So the ledger with IBP (top-k or plain sums) keeps (N) and IBP's
+``nesting_monotone`` covers it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from tqdm.auto import tqdm
@@ -105,18 +167,33 @@ def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) ->
     return nb.lo, nb.hi
 
 
+def _step_boxes(model: ModelSpec, x: torch.Tensor, y: torch.Tensor, settings: TrainSettings, plan: torch.Tensor,
+                *, engine: Certificate, ref: torch.Tensor, ks, start_box: Interval, steps: range):
+    """The per-step engine ``engine``'s boxes over the window ``steps`` from ``start_box`` (rows for
+    radii ``ks``, nominal run from ``ref``): (the envelopes at the window's end, the per-step
+    trace).  Handed to window engines as ``step_boxes``, so that an engine can cap its own bounds
+    by a per-step engine's without importing this module."""
+    trace: list = []
+    env = run_agt(model, ref, x, y, settings, ks, certificate=engine, plan=plan, progress=False,
+                  start_box=start_box, steps=steps, trace=trace)
+    return env, trace
+
+
 def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
             settings: TrainSettings, k_values, certificate: Certificate | None = None,
             plan: torch.Tensor | None = None,
             progress: bool = True, start_box: Interval | None = None,
-            steps: range | None = None) -> Envelopes:
+            steps: range | None = None, trace: list | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
     ``start_box`` ([K, P]) lets a window start from existing envelopes (the radius-0 box starts
     at ``theta_init``); by default training starts from the point ``theta_init`` (for every
     radius).  ``steps`` restricts to a window of the batch plan (multi-release AGS).
     ``certificate`` defaults to IBP; a model it does not support is a ConfigError before any
-    work.  See the module docstring for what is added to the engine's steps."""
+    work.  See the module docstring for what is added to the engine's steps.  ``trace`` (a list,
+    per-step engines only) receives, before every step t, boxes (lo, hi) [K, P] that contain
+    theta'_t for every dataset within k substitutions (relational engines cap their intermediate
+    bounds with them)."""
     cert = certificate if certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
     x = x.to(DTYPE)
@@ -137,19 +214,34 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     step_range = range(settings.steps) if steps is None else steps
     full = plan.shape[1] == n
     b = plan.shape[1]
-    live = qs < b                                                      # rows the engine computes
+    window = cert.window_steps
+    # rows the engine computes; a window engine with a per-epoch budget (crowntt) bounds every
+    # radius below the slots of an epoch itself, every other engine the radii below b
+    E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
+             else None)
+    live = qs < (b * E_win if E_win else b)
     n_live = int(live.sum())
     q_live = qs[:n_live]
     grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E
     chunk = _chunks(n_live, b, P, factor=cert.memory_factor)
-    window = cert.window_steps
     # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
     # window's start (``cert.window_bounds``); every other engine goes one step at a time.
     order = list(step_range)
     blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
               else [[t] for t in order])
+    E = epoch_length(plan, n) if (window is None and not full
+                                  and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
+    if E is not None and int(ks[0]) < b * E:
+        lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
+                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade)
+        nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
+        return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
+    if trace is not None and window:
+        raise ValueError("trace needs a per-step engine")
     it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
     for block in it:
+        if trace is not None:
+            trace.append((lo[1:].clone(), hi[1:].clone()))
         new_theta = theta
         for t in block:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
@@ -159,7 +251,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         if window:
             mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
             nb = cert.window_bounds(model, Interval(lo[:n_live], hi[:n_live]), x, y, plan=plan, steps=block,
-                                    ks=q_live, settings=settings, magnitude=mag)
+                                    ks=q_live, settings=settings, magnitude=mag,
+                                    step_boxes=partial(_step_boxes, model, x, y, settings, plan))
             new_lo, new_hi = nb.lo, nb.hi
         else:
             new_lo, new_hi = _one_step(cert, model, lo[:n_live], hi[:n_live], xb, yb, q_live, settings, chunk)
@@ -182,3 +275,103 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     # the same trajectory; they differ by rounding only).
     nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
     return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
+
+
+def epoch_length(plan: torch.Tensor, n: int) -> int | None:
+    """E = floor(N / b) if the plan has more than one batch per epoch and no index occurs twice in
+    any aligned block of E consecutive steps (the structure of :func:`certdp.training.batch_plan`,
+    which the per-epoch budget relies on), else None (certify per batch)."""
+    b = plan.shape[1]
+    E = n // b
+    if E < 2:
+        return None
+    T = plan.shape[0]
+    for s in range(0, T, E):
+        blk = plan[s:s + E].reshape(-1)
+        if torch.unique(blk).numel() != blk.numel():
+            return None
+    return E
+
+
+def ledger_width(ks: torch.Tensor, s: int, *, rho: float) -> torch.Tensor:
+    """Half-width [K] of the substitution ledger after ``s`` steps of an epoch (module docstring):
+    k * rho for s >= 1, 0 at the epoch's start."""
+    return ks.to(DTYPE) * rho if s > 0 else torch.zeros(len(ks), dtype=DTYPE)
+
+
+def _intersect_down(lo, hi):
+    """T_k is valid for every radius below k as well: a running max/min from the largest radius
+    (rows 1.., radius 0 apart)."""
+    lo, hi = lo.clone(), hi.clone()
+    lo[1:] = torch.flip(torch.cummax(torch.flip(lo[1:], [0]), 0).values, [0])
+    hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
+    return lo, hi
+
+
+def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, qs, settings, *, E, chunk,
+                progress, trace, grade):
+    """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
+    first); returns (lo, hi, theta) with a row per entry of ``qs``."""
+    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
+    b = plan.shape[1]
+    rho = 2.0 * gamma * lr / b
+    n_led = int((qs < b * E).sum())        # rows whose budget binds (qs ascending)
+    kl = qs[:n_led]
+    c_lo, c_hi = cover
+    B_lo, B_hi = start.lo[:n_led].clone(), start.hi[:n_led].clone()
+    wgrade = grade[:n_led]
+    s = 0
+    it = tqdm(order, desc=f"AGT[{cert.name}, per-epoch] |K|={len(qs) - 1}", disable=not progress, leave=False)
+
+    # the ledger step with the default hook is the plain sum of per-sample bounds: the base
+    # aggregation slack (an engine's own joint step is not used here)
+    slack_of = (Certificate.nesting_slack if type(cert).ledger_step_bounds is Certificate.ledger_step_bounds
+                else type(cert).nesting_slack)
+
+    def slack(mag):
+        return (slack_of(cert, model, settings=settings, b=b, k_max=int(kl[-1]), magnitude=mag, steps=1)
+                if cert.nesting_monotone else 0.0)
+
+    def margin() -> float:
+        # outward widening against rounding, relative to a data-independent magnitude (the cover's
+        # largest coordinate plus the largest ledger width) that bounds every box: a margin read
+        # from the box itself would differ between D and D' by 1e-12 times the ledger offset rho
+        return 1e-12 * (float(torch.maximum(c_hi.abs(), c_lo.abs()).max()) + float(kl[-1]) * rho) + 1e-14
+
+    def fold(B_lo, B_hi, s):
+        L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
+        m = margin()
+        wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
+        return _intersect_down(torch.maximum(B_lo - L - m - wid, c_lo), torch.minimum(B_hi + L + m + wid, c_hi))
+
+    for t in it:
+        if s > 0 and t % E == 0:
+            B_lo, B_hi = fold(B_lo, B_hi, s)
+            s = 0
+        xb, yb = x[plan[t]], y[plan[t]]
+        L = ledger_width(kl, s, rho=rho).unsqueeze(-1)
+        X = Interval(torch.maximum(B_lo - L, c_lo), torch.minimum(B_hi + L, c_hi))
+        if trace is not None:
+            n_c = len(qs) - n_led
+            trace.append((torch.cat([X.lo, c_lo.expand(n_c, -1)], 0)[1:], torch.cat([X.hi, c_hi.expand(n_c, -1)], 0)[1:]))
+        shift = L.expand(-1, B_lo.shape[1])
+        if n_led <= chunk:
+            nb = cert.ledger_step_bounds(model, Interval(B_lo, B_hi), xb, yb, domain=X, shift=shift, settings=settings)
+        else:
+            parts = [cert.ledger_step_bounds(model, Interval(B_lo[i:i + chunk], B_hi[i:i + chunk]), xb, yb,
+                                             domain=Interval(X.lo[i:i + chunk], X.hi[i:i + chunk]),
+                                             shift=shift[i:i + chunk], settings=settings)
+                     for i in range(0, n_led, chunk)]
+            nb = Interval(torch.cat([q.lo for q in parts], 0), torch.cat([q.hi for q in parts], 0))
+        g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
+        theta = lam * theta - lr * g_nom.mean(0)
+        c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
+        m = margin()
+        wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
+        B_lo, B_hi = _intersect_down(nb.lo - m - wid, nb.hi + m + wid)
+        s += 1
+    B_lo, B_hi = fold(B_lo, B_hi, s)
+    n_c = len(qs) - n_led
+    lo = torch.cat([B_lo, c_lo.expand(n_c, -1)], 0)
+    hi = torch.cat([B_hi, c_hi.expand(n_c, -1)], 0)
+    return lo, hi, theta

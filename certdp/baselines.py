@@ -16,6 +16,13 @@ batch), so only c mechanisms compose for any one neighbour pair.
   * approx DP: Gaussian; c exact compositions of a Gaussian mechanism with sensitivity Delta_2 and
     std sigma are (sqrt(c) Delta_2/sigma)-GDP (Dong, Roth & Su), so sigma = sqrt(c) Delta_2 / mu*
     with mu* the GDP parameter that is exactly (eps, delta)-DP (analytic Gaussian, Balle & Wang).
+This is the *accounted* matched arm (``dpsgd_matched``, composition ``basic_participations`` /
+``gdp_exact``).  The *basic-composition* matched arm (``dpsgd_matched_basic``, arm "DP-SGD
+matched (basic)", composition ``basic_steps``) is the one the paper's blobs figure describes: the
+same algorithm, every one of the T steps a separate mechanism with budget (eps/T, delta/T), basic
+composition over all T steps (no use of the fixed plan's participations):
+  * pure DP: Laplace(2 gamma P T / eps) per coordinate and step;
+  * approx DP: Gaussian with the analytic sigma of (eps/T, delta/T) for l2 sensitivity 2 gamma sqrt(P).
 
 DP-SGD *optimised* is the usual algorithm (:mod:`certdp.privacy.dpsgd_core`): Poisson sampling at
 rate q, per-sample l2 clipping to C, Gaussian noise sigma C on the sum, divided by the expected
@@ -75,23 +82,27 @@ def participations(plan: torch.Tensor, n: int) -> int:
 
 
 def matched_noise(*, regime: str, epsilon: float, delta: float, clip: float, n_params: int,
-                  compositions: int) -> float:
-    """Per-coordinate noise scale on the batch sum (Laplace b or Gaussian sigma), see module doc."""
+                  compositions: int, basic: bool = False) -> float:
+    """Per-coordinate noise scale on the batch sum (Laplace b or Gaussian sigma), see module doc.
+    ``basic``: every one of ``compositions`` steps gets (eps/T, delta/T) (basic composition)."""
     if regime == "pure":
         return 2 * clip * n_params * compositions / epsilon
     if regime == "approx":
+        if basic:
+            return analytic_gaussian_sigma(epsilon / compositions, delta / compositions, 2 * clip * math.sqrt(n_params))
         return math.sqrt(compositions) * 2 * clip * math.sqrt(n_params) / gdp_mu(epsilon, delta)
     raise ValueError(f"unknown regime {regime!r}; allowed: pure, approx")
 
 
 def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime: str, epsilon: float,
-                  delta: float, n_draws: int, gen: torch.Generator) -> torch.Tensor:
-    """n_draws independent matched DP-SGD runs (vectorised over draws): [n_draws, P]."""
+                  delta: float, n_draws: int, gen: torch.Generator, basic: bool = False) -> torch.Tensor:
+    """n_draws independent matched DP-SGD runs (vectorised over draws): [n_draws, P].
+    ``basic``: basic composition over all T steps instead of the accounted participations."""
     n = x.shape[0]
     b = plan.shape[1]
-    c = participations(plan, n)
+    c = settings.steps if basic else participations(plan, n)
     scale = matched_noise(regime=regime, epsilon=epsilon, delta=delta, clip=settings.clip,
-                          n_params=model.n_params, compositions=c)
+                          n_params=model.n_params, compositions=c, basic=basic)
     theta = theta0.to(DTYPE).expand(n_draws, -1).clone()
     full = b == n
     for t in range(settings.steps):
@@ -245,18 +256,23 @@ def baseline_rows(exp: Experiment, arms, pv, *, plan=None) -> list[dict]:
         for regime in regimes:
             delta = pv.delta if regime == "approx" else 0.0
             base = {"epsilon": eps, "delta": delta, "regime": regime, "n_releases": 1}
-            if "dpsgd_matched" in arms:
-                gen = generator_for(exp.seed, "dpsgd_matched", regime, eps)
+            for key, arm, basic in (("dpsgd_matched", "DP-SGD matched", False),
+                                    ("dpsgd_matched_basic", "DP-SGD matched (basic)", True)):
+                if key not in arms:
+                    continue
+                gen = generator_for(exp.seed, key, regime, eps)
                 th = dpsgd_matched(model, theta0, x, y, exp.train, plan, regime=regime, epsilon=eps, delta=delta,
-                                   n_draws=pv.n_draws, gen=gen)
+                                   n_draws=pv.n_draws, gen=gen, basic=basic)
                 acc = accuracy(model, th, xt, yt).numpy()
-                rows.append({**base, "arm": "DP-SGD matched", "mechanism": "laplace" if regime == "pure" else "gaussian",
-                             "composition": "basic" if regime == "pure" else "gdp_exact",
+                comp = "basic_steps" if basic else ("basic_participations" if regime == "pure" else "gdp_exact")
+                c = exp.train.steps if basic else participations(plan, ds.n_train)
+                rows.append({**base, "arm": arm, "mechanism": "laplace" if regime == "pure" else "gaussian",
+                             "composition": comp,
                              "accuracy_median": float(np.median(acc)), "accuracy_mean": float(acc.mean()),
                              "accuracy_q25": float(np.quantile(acc, 0.25)), "accuracy_q75": float(np.quantile(acc, 0.75)),
                              "n_draws": pv.n_draws, **end_to_end(epsilon=eps, delta=delta, candidates=1),
                              "scale": matched_noise(regime=regime, epsilon=eps, delta=delta, clip=exp.train.clip,
-                                                    n_params=model.n_params, compositions=participations(plan, ds.n_train))})
+                                                    n_params=model.n_params, compositions=c, basic=basic)})
             if "dpsgd_optimised" in arms and regime == "approx":
                 if pub is None:
                     log.warning("DP-SGD optimised needs a public selection set; skipped for %s", ds.name)

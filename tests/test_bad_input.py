@@ -120,6 +120,8 @@ bad("agtr", "model.hidden", ["[]", "[0]", "[abc]"], base=with_base(LIN, ["model=
 bad("agtr", "certificate", ["foo"])
 bad("agtr", "certificate.name", ["foo"])
 bad("agtr", "certificate.aggregation", ["foo"], base=with_base(LIN, ["certificate=ibp", "certificate.name=ibp"]))
+bad("agtr", "certificate.substitutions", ["foo", "per_step"], base=with_base(LIN, ["certificate=ibp", "certificate.name=ibp"]))
+bad("agtr", "certificate.branch", ["-1", "abc"], base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
 MILP = with_base(LIN, ["certificate=milp", "certificate.name=milp", "dataset.n_train=40", "train.steps=2",
                       "staircase.k_max=2", "certificate.time_limit=5", "certificate.workers=1"])
 bad("agtr", "certificate.frequency", ["abc", "0", "2.7"], base=MILP)

@@ -218,7 +218,7 @@ def test_options_and_support_fail_with_the_key():
     assert e.value.key == "certificate.aggregation"
     with pytest.raises(ConfigError) as e:
         get_certificate("crown", frequncy=4)
-    assert e.value.key == "certificate.frequncy" and "none" in e.value.message
+    assert e.value.key == "certificate.frequncy" and "allowed for crown: substitutions" in e.value.message
     with pytest.raises(ConfigError) as e:
         get_certificate("zonotope")
     assert e.value.key == "certificate.name" and "ibp" in e.value.message

@@ -123,3 +123,24 @@ def test_unknown_keys_and_bad_sweeps_are_refused_before_any_job(tmp_path, args, 
 def test_help_shows_groups_and_examples():
     r = certdp("agtr", "--help")
     assert r.returncode == 0 and "dataset" in r.stdout and "certdp agtr dataset=california" in r.stdout
+
+
+def test_blobs_crowntt_ags_and_the_basic_composition_arm(tmp_path):
+    """certificate=crowntt through `certdp ags` (rows marked unproven), the per-epoch option on the
+    command line, and the two matched DP-SGD arms labelled apart in results.csv."""
+    base = ["dataset=blobs", "dataset.n_test=200", "train.steps=12", "privacy.epsilons=[20]", "privacy.n_draws=5",
+            f"out_root={tmp_path}"]
+    r = certdp("ags", *base, "certificate=crowntt", "privacy.smoothness=unproven",
+               "ags.baselines=[dpsgd_matched,dpsgd_matched_basic]", "run=tt")
+    assert r.returncode == 0, r.stderr
+    res = pd.read_csv(tmp_path / "ags/blobs/tt/results.csv")
+    assert set(res[res.arm == "AGS"].certificate) == {"crowntt"}
+    assert not res[res.arm == "AGS"].smoothness_proof.any()
+    comp = dict(zip(zip(res.arm, res.regime), res.composition))
+    assert comp[("DP-SGD matched (basic)", "pure")] == "basic_steps"
+    assert comp[("DP-SGD matched", "pure")] == "basic_participations"
+    r = certdp("ags", *base, "certificate=crowntt", "ags.baselines=[]", "run=refused")
+    assert r.returncode == 2 and r.stderr.strip().startswith("certdp: error: certificate.name") \
+        and "privacy.smoothness=unproven" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = certdp("ags", *base, "certificate.substitutions=per_batch", "ags.baselines=[]", "run=pb")
+    assert r.returncode == 0, r.stderr

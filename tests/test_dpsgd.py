@@ -36,6 +36,22 @@ def test_matched_laplace_basic():
     assert b == pytest.approx(2 * 0.05 * 9 * 20 / 2.0)
 
 
+@pytest.mark.parametrize("eps,T", [(20.0, 200), (100.0, 200), (1.0, 10)])
+def test_matched_basic_composition_arm_is_per_step_dp(eps, T):
+    """The basic-composition matched arm: each of the T steps is (eps/T, delta/T)-DP on its own
+    (the analytic Gaussian is exact: delta(eps/T) = delta/T), pure DP is Laplace with eps/T."""
+    from scipy.stats import norm
+    P, clip, delta = 9, 0.05, 1e-5
+    sens = 2 * clip * math.sqrt(P)
+    sigma = matched_noise(regime="approx", epsilon=eps, delta=delta, clip=clip, n_params=P, compositions=T, basic=True)
+    e, D = eps / T, sens
+    d = norm.cdf(D / (2 * sigma) - e * sigma / D) - math.exp(e) * norm.cdf(-D / (2 * sigma) - e * sigma / D)
+    assert d <= delta / T * (1 + 1e-6) and d >= delta / T * 0.99
+    assert sigma > matched_noise(regime="approx", epsilon=eps, delta=delta, clip=clip, n_params=P, compositions=T)
+    b = matched_noise(regime="pure", epsilon=eps, delta=0.0, clip=clip, n_params=P, compositions=T, basic=True)
+    assert b == pytest.approx(2 * clip * P * T / eps)
+
+
 def test_participations_fixed_plan():
     st = TrainSettings(steps=200, lr=0.5, clip=0.05, batch_size=20, seed=0)
     assert participations(batch_plan(200, st), 200) == 20

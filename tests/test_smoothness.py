@@ -273,7 +273,7 @@ def _substituted(x, y, i, xv, yv, loss, n_classes):
 
 def _assert_nested(ea, eb, b):
     """(N) from D (ea) to D' (eb): consecutive radii, the nominal into the first radius, and the
-    same trivial cover for radii >= b."""
+    same trivial cover for radii >= b (the per-epoch ledger: b = the slots of an epoch, b * E)."""
     ks = ea.k_values.tolist()
     assert bool(((eb.lo[0] <= ea.nominal) & (ea.nominal <= eb.hi[0])).all()), "nominal(D) outside T_r1(D')"
     for j in range(len(ks) - 1):
@@ -316,6 +316,10 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     b = plan.shape[1]
     ks = [1, 2, 3, 5, 8, n]
     engine = get_certificate(cert, **opts)
+    from certdp.agt import epoch_length
+    E = epoch_length(plan, n)
+    if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
+        b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
     assert engine.nesting_monotone
     th0 = m.init(2)
     run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)

@@ -36,6 +36,14 @@ Hooks (an engine overrides at least one of the first three; the others have defa
                                            clipped-GD step)
 ``output_bounds``                          [M, n, out] model outputs over the boxes (default:
                                            the interval forward pass)
+``ledger_step_bounds``                     [M, P] bounds of lam * psi - (lr/b) * sum_i g_i(theta)
+                                           over psi in ``anchor`` and theta in ``domain`` with
+                                           |theta - psi| <= ``shift``: the per-epoch ledger's
+                                           step (:mod:`certdp.agt`; default: the plain batch sum,
+                                           ``batch_sum_bounds`` with no substitution, over
+                                           ``domain``)
+``substitutions``                          ``per_epoch`` (AGT keeps the per-epoch ledger where the
+                                           batch plan allows it) or ``per_batch`` (default)
 ``window_steps`` / ``window_bounds``       F steps certified at once from the window's start
                                            boxes (default: None, one step at a time)
 ``supports(model)``                        False: AGT refuses the model with a one-line
@@ -108,6 +116,7 @@ class Certificate(ABC):
     scope: ClassVar[str] = "every model"
     memory_factor: float = 2.0
     window_steps: int | None = None
+    substitutions: str = "per_batch"
     #: the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py (module docstring above);
     #: smooth-sensitivity releases refuse an engine that does not declare it
     nesting_monotone: bool = False
@@ -168,18 +177,32 @@ class Certificate(ABC):
         sums = self.batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=settings.clip)
         return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
 
+    def ledger_step_bounds(self, model, anchor: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                           domain: Interval, shift: torch.Tensor, settings) -> Interval:
+        """Boxes [M, P] containing lam * psi - (lr / b) * sum_{i=1..b} clip(grad_theta loss(f_theta(x_i),
+        y_i)) for every psi in ``anchor[m]`` and every theta in ``domain[m]`` with |theta - psi| <=
+        ``shift[m]`` (element-wise; ``domain`` contains ``anchor`` +- ``shift`` intersected with a
+        cover): the step of the per-epoch ledger (:mod:`certdp.agt`), the batch's *own* records only.
+        The default bounds the sum by the per-sample bounds over ``domain`` (no substitution): an
+        inclusion-monotone map of (anchor, domain) whenever the per-sample bounds are."""
+        sums = self.batch_sum_bounds(model, domain, x, y, subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long),
+                                     clip=settings.clip)
+        return clipped_gd_step(anchor, sums, settings=settings, b=x.shape[0])
+
     def output_bounds(self, model, theta: Interval, x: torch.Tensor) -> Interval:
         """Intervals [M, n, out] containing f_theta(x) for every theta in each box of ``theta``."""
         return output_bounds(model, theta, x)
 
     def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
                       plan: torch.Tensor, steps, ks: torch.Tensor, settings,
-                      magnitude: float | None = None) -> Interval:
+                      magnitude: float | None = None, step_boxes=None) -> Interval:
         """Boxes [K, P] at the end of the window ``steps`` (consecutive step indices of ``plan``,
         ``len(steps) <= window_steps``) from the boxes [K, P] at its start; row j for datasets
         within ``ks[j]`` substitutions of the whole training set ``(x, y)`` (``ks[j] = 0``: the
         nominal run).  ``magnitude``: a data-independent bound on |theta| over the window (the
-        trivial cover's), for margins that must not depend on the data."""
+        trivial cover's), for margins that must not depend on the data.  ``step_boxes``: AGT's
+        callback ``step_boxes(engine=, ref=, ks=, start_box=, steps=) -> (envelopes, trace)``
+        running a per-step engine over the same window (engines that cap their bounds by it)."""
         raise NotImplementedError(f"certificate '{self.name}' sets window_steps but does not implement window_bounds")
 
     def scratch(self, shape: tuple, dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -102,7 +102,7 @@ import torch
 
 from certdp.bounds.aggregate import batch_sum, clipped_gd_step, top_sum
 from certdp.bounds.base import Certificate
-from certdp.bounds.ibp import gradient_bounds
+from certdp.bounds.ibp import check_substitutions, gradient_bounds
 from certdp.bounds.interval import Interval
 from certdp.losses import MSE, Hinge
 from certdp.models import ModelSpec
@@ -432,11 +432,22 @@ def mlp1_gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: 
 class CROWN(Certificate):
     """``certificate=crown``: joint linear step bounds for single-layer heads (mse, ce; hinge
     reduces to IBP), exact per-sample ranges for one-hidden-layer MSE networks, IBP otherwise;
-    always intersected with IBP.  Every part is inclusion-monotone and nests (module docstring)."""
+    always intersected with IBP.  Every part is inclusion-monotone and nests (module docstring).
+
+    Option ``substitutions``: ``per_epoch`` (default) runs the per-epoch ledger of
+    :mod:`certdp.agt` wherever the batch plan has more than one batch per epoch; its step
+    aggregates this engine's *per-sample* bounds (exact ranges for one-hidden-layer MSE networks,
+    the interval bounds otherwise) as plain sums, so on single-layer heads the joint step above is
+    used per batch (``per_batch``, and full batch) only.  The ledger nests with these bounds
+    (inclusion-monotone per-sample bounds, certdp/agt.py)."""
 
     name = "crown"
     memory_factor = 8    # the single-layer step chunks its own [boxes, vertices, b, P] temporaries
     nesting_monotone = True
+    options = ("substitutions",)
+
+    def __init__(self, *, substitutions: str = "per_epoch"):
+        self.substitutions = check_substitutions(substitutions)
 
     @staticmethod
     def _mlp1(model: ModelSpec) -> bool:

@@ -180,22 +180,36 @@ def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tenso
     return gradient_sum_stats(model, theta, x, y, clip=clip)
 
 
+SUBSTITUTIONS = ("per_epoch", "per_batch")
+
+
+def check_substitutions(v) -> str:
+    """The validated ``certificate.substitutions`` value."""
+    if v not in SUBSTITUTIONS:
+        raise ConfigError("certificate.substitutions", f"unknown '{v}'; allowed: {', '.join(SUBSTITUTIONS)}")
+    return v
+
+
 class IBP(Certificate):
     """Interval bound propagation (``certificate=ibp``).
 
     Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``tau``
     (the data-independent tau grid of :mod:`certdp.bounds.aggregate`, from fused sums: one pass,
     no [M, P, b] tensor, no sort).  Both nest, and the interval passes are inclusion-monotone, so
-    the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py."""
+    the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py.
+    Option ``substitutions``: ``per_epoch`` (default: the per-epoch ledger of :mod:`certdp.agt`
+    wherever the batch plan has more than one batch per epoch; it keeps the nesting) or
+    ``per_batch``."""
 
     name = "ibp"
-    options = ("aggregation",)
+    options = ("aggregation", "substitutions")
     nesting_monotone = True
 
-    def __init__(self, *, aggregation: str = "topk"):
+    def __init__(self, *, aggregation: str = "topk", substitutions: str = "per_epoch"):
         if aggregation not in MODES:
             raise ConfigError("certificate.aggregation", f"unknown '{aggregation}'; allowed: {', '.join(MODES)}")
         self.aggregation = aggregation
+        self.substitutions = check_substitutions(substitutions)
 
     def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)

@@ -160,7 +160,7 @@ class MILP(Certificate):
 
     def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
                       plan: torch.Tensor, steps, ks: torch.Tensor, settings,
-                      magnitude: float | None = None) -> Interval:
+                      magnitude: float | None = None, step_boxes=None) -> Interval:
         """T_k at the end of the window ``steps`` ([K, P]) from the boxes at its start.
         ``magnitude``: a data-independent bound on |theta| over the window (AGT passes the
         trivial cover's); without it the margins are relative to the bounds themselves."""

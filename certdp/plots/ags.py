@@ -12,7 +12,7 @@ AGS_MECH = {"pure": "cauchy_p", "approx": "laplace_p"}
 
 def _baseline_rows(res: pd.DataFrame, regime: str) -> dict[str, pd.DataFrame]:
     out = {}
-    for arm in ("DP-SGD matched", "DP-SGD optimised", "PATE"):
+    for arm in ("DP-SGD matched", "DP-SGD matched (basic)", "DP-SGD optimised", "PATE"):
         q = res[(res.arm == arm) & (res.regime == regime)] if "regime" in res else res.iloc[0:0]
         if arm == "DP-SGD optimised" and len(q):
             # one line: the better accountant per epsilon (both are tuned on the public set)

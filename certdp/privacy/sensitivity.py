@@ -141,6 +141,16 @@ release refuses an engine that does not (:func:`certdp.privacy.smoothness.releas
   i.e. data-independent; the discount could then grow by one per *group* only.  Its top-k
   extension beyond ``topk_cap`` is also not monotone.  Refused for smooth releases
   (``privacy.smoothness=unproven`` runs it, rows marked ``smoothness_proof=false``).
+* The per-epoch substitution ledger (``certificate.substitutions=per_epoch``, the default for IBP
+  and CROWN on plans with more than one batch per epoch; derivation and proof in certdp/agt.py):
+  its half-width k * rho (rho = 2 gamma lr / b) is data-independent with increments rho in k, the
+  step aggregates the engine's per-sample bounds of the batch's own records as plain sums
+  (inclusion-monotone, (M1)), the cover cap and graded widening are data-independent, and radii
+  >= b * E (E batches per epoch; N among them) are the data-independent trivial cover, which
+  contains every capped ledger box.  The boxes satisfy B(D; k) subset B(D'; k+1) +- rho lam^age
+  (the offset only after the differing record's slot in the current epoch), which gives (N) at
+  every fold and at the end.  Covered (radii between b and b * E keep ledger boxes, not the
+  trivial box: the proof needs only that the ceiling radius N is data-independent).
 * Caps: the output-range width, the trajectory ceiling and AGS's trivial cover depend only on the
   public query, the training settings and P, so min(., G) keeps (ii).  Clipping the prediction
   and its bounds to the output range is monotone.

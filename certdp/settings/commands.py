@@ -119,7 +119,9 @@ def shard_settings(cfg: Any) -> ShardSettings:
 
 
 # ------------------------------------------------------------------------------------ ags
-BASELINE_ARMS = ("dpsgd_matched", "dpsgd_optimised", "pate")
+BASELINE_ARMS = ("dpsgd_matched", "dpsgd_matched_basic", "dpsgd_optimised", "pate")
+# what runs when neither ags.baselines nor dpsgd.arms says (the basic-composition arm is opt-in there)
+DEFAULT_BASELINES = ("dpsgd_matched", "dpsgd_optimised", "pate")
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class AGSSettings:
     ablation_n: tuple[int, ...] = ()           # sampling ablation: numbers of releases to sweep
     ablation_compositions: tuple[str, ...] = ("basic", "optimal")
     ablation_draws: int = 3
-    baselines: tuple[str, ...] = BASELINE_ARMS
+    baselines: tuple[str, ...] = DEFAULT_BASELINES
     baseline_draws: int | None = None          # matched DP-SGD draws (None: privacy.n_draws)
 
 
@@ -147,7 +149,7 @@ def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
         "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation")),
         "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc)),
         "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS)),
-        "baselines": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS, min_length=0)),
+        "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0)),
         "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws")),
     }
     a = strict(cfg, fields, prefix="ags")
@@ -213,7 +215,7 @@ def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSett
     """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
     fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS))}
     if with_arms:
-        fields = {"arms": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS)), **fields}
+        fields = {"arms": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS)), **fields}
     d = strict(dpsgd, fields, prefix="dpsgd")
     p = strict(pate, PATE_BASELINE_FIELDS, prefix="pate")
     g = d["optimised"]["grid"]

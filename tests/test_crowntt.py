@@ -1,0 +1,107 @@
+"""CROWN through time (``certificate=crowntt``): containment against retrained neighbours with
+adversarial placements for the hinge, MSE and softmax heads, per-epoch and per-batch budgets,
+record branches, AGS-style windows; its refusals and its smoothness label."""
+
+import pytest
+import torch
+
+from certdp.agt import run_agt
+from certdp.bounds import check_supported, get_certificate
+from certdp.errors import ConfigError
+from certdp.models import ModelSpec
+from certdp.privacy.smoothness import coverage, require_covered
+from certdp.training import TrainSettings, batch_plan, train
+from neighbourhoods import PLACEMENTS, neighbours
+
+TOL = 1e-9
+
+
+def _data(loss, n, d, gen):
+    x = torch.rand(n, d, generator=gen, dtype=torch.float64) * 2 - 1
+    if loss == "mse":
+        y = x.sum(1) * 1.5 + 0.5 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    elif loss == "hinge":
+        y = torch.where(x[:, 0] + 0.3 * torch.randn(n, generator=gen, dtype=torch.float64) > 0, 1, -1)
+    else:
+        y = (x[:, 0] > 0).long() + (x[:, 1] > 0.3).long()
+    return x, y
+
+
+CASES = [
+    # name, widths, loss, N, b, steps, lr, clip, radii, options
+    ("hinge", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 2, 4, 7], {}),
+    ("hinge-per-batch", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 2, 7], {"substitutions": "per_batch"}),
+    ("hinge-no-branch", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 3], {"branch": 0}),
+    ("mse", (2, 1), "mse", 42, 5, 24, 0.1, 0.1, [1, 2, 5, 9], {}),
+    ("softmax", (2, 3), "ce", 34, 6, 15, 0.3, 0.1, [1, 2], {"branch": 0}),
+]
+
+
+@pytest.mark.parametrize("name,widths,loss,n,b,steps,lr,clip,ks,opts", CASES, ids=[c[0] for c in CASES])
+def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, lr, clip, ks, opts):
+    gen = torch.Generator().manual_seed(6)
+    m = ModelSpec(widths, loss)
+    x, y = _data(loss, n, widths[0], gen)
+    s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=1)
+    plan = batch_plan(n, s)
+    th0 = m.init(2)
+    cert = get_certificate("crowntt", **opts)
+    env = run_agt(m, th0, x, y, s, ks, certificate=cert, progress=False)
+    assert torch.allclose(env.nominal, train(m, th0, x, y, s))
+    ibp = run_agt(m, th0, x, y, s, ks, certificate=get_certificate("ibp", substitutions=cert.substitutions),
+                  progress=False)
+    # never looser than the interval boxes it is intersected with (up to AGT's outward rounding)
+    slack = 1e-9 * (1 + ibp.hi.abs().max())
+    assert bool((env.lo >= ibp.lo - slack).all() and (env.hi <= ibp.hi + slack).all())
+    R = 8
+    for j, k in enumerate(ks):
+        for placement in PLACEMENTS:
+            X, Y = neighbours(x, y, k=k, R=R, plan=plan, loss=loss, placement=placement, gen=gen,
+                              n_classes=widths[-1])
+            tht = train(m, th0.expand(R, -1), X, Y, s)
+            inside = env.contains(tht, tol=TOL)[:, j]
+            assert bool(inside.all()), f"{int((~inside).sum())}/{R} {placement} neighbours at k={k} escape T_k"
+
+
+def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
+    """The reason for the engine: on hinge SGD the boxes grow at the maximal rate once margins
+    become uncertain, while trajectories only differ through the substituted records."""
+    from certdp.data import load_dataset
+    ds = load_dataset({"name": "blobs", "n_features": 4, "n_train": 60, "n_test": 10, "n_public": 10,
+                       "separation": 2.563, "cluster_std": 1.0}, 0)
+    x, y = torch.as_tensor(ds.x_train, dtype=torch.float64), torch.as_tensor(ds.y_train)
+    m = ModelSpec((4, 1), "hinge")
+    s = TrainSettings(steps=80, lr=0.5, clip=0.05, batch_size=10, seed=0)
+    tt = run_agt(m, m.init(0), x, y, s, [1, 2], certificate=get_certificate("crowntt", branch=0), progress=False)
+    ibp = run_agt(m, m.init(0), x, y, s, [1, 2], certificate=get_certificate("ibp"), progress=False)
+    assert float(tt.widths()[0].sum()) < 0.5 * float(ibp.widths()[0].sum())
+
+
+def test_crowntt_window_from_a_released_point_contains_neighbours():
+    gen = torch.Generator().manual_seed(4)
+    m = ModelSpec((2, 1), "hinge")
+    x, y = _data("hinge", 40, 2, gen)
+    s = TrainSettings(steps=30, lr=0.5, clip=0.05, batch_size=5, seed=3)
+    plan = batch_plan(40, s)
+    start = m.init(0) + 0.05
+    window = range(11, 23)
+    env = run_agt(m, start, x, y, s, [1, 3], certificate=get_certificate("crowntt"), plan=plan, steps=window,
+                  progress=False)
+    for j, k in enumerate([1, 3]):
+        for placement in PLACEMENTS:
+            X, Y = neighbours(x, y, k=k, R=8, plan=plan, loss="hinge", placement=placement, gen=gen)
+            tht = train(m, start.expand(8, -1), X, Y, s, plan=plan, steps=window)
+            assert bool(env.contains(tht, tol=TOL)[:, j].all())
+
+
+def test_crowntt_refusals_and_smoothness_label():
+    with pytest.raises(ConfigError, match="certificate.name"):
+        check_supported(get_certificate("crowntt"), ModelSpec((2, 4, 1), "mse"))
+    with pytest.raises(ConfigError, match="certificate.substitutions"):
+        get_certificate("crowntt", substitutions="per_step")
+    with pytest.raises(ConfigError, match="certificate.horizon"):
+        get_certificate("crowntt", horizon=0)
+    cert = get_certificate("crowntt")
+    assert cert.nesting_monotone is False and coverage(cert) is not None
+    with pytest.raises(ConfigError, match="privacy.smoothness=unproven"):
+        require_covered(cert)
