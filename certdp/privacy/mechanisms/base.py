@@ -14,17 +14,28 @@ draws standard noise Z.  Adjacency is substitution (d(D, D') = 1).  What a subcl
 docstring       its first paragraph is what ``certdp list`` prints
 ==============  =================================================================================
 
+and, so that the base class does the rest, optionally:
+
+================  ===============================================================================
+``scale_factor``  k with scale(S) = k * S / eps (else the subclass writes ``scale``)
+``noise``         ``staticmethod`` drawing standard noise (else the subclass writes ``sample``)
+``max_beta()``    the largest admissible beta (smooth releases)
+``default_beta``  the beta used when none is given (default: ``max_beta()``)
+``description``   names the release in the refusal of a beta outside (0, max_beta()]
+``strict_beta``   True when beta must stay strictly below ``max_beta()``
+================  ===============================================================================
+
 Subclasses are frozen dataclasses whose fields are among ``epsilon``, ``delta``, ``n_params``
 and ``beta``; :meth:`Mechanism.create` passes each the budget arguments it declares, so no caller
 needs to know which mechanism takes which.  The beta rule of each lives with it (``max_beta``,
-checked in ``__post_init__``), nowhere else.
+checked by ``__post_init__``), nowhere else.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import torch
 
@@ -107,6 +118,10 @@ class Mechanism:
     kind: ClassVar[str] = ""
     query: ClassVar[str] = ""
     regime: ClassVar[str] = ""
+    scale_factor: ClassVar[float | None] = None
+    noise: ClassVar[Callable[..., torch.Tensor] | None] = None
+    description: ClassVar[str] = ""
+    strict_beta: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -124,7 +139,7 @@ class Mechanism:
                n_params: int | None = None) -> "Mechanism":
         """The mechanism at this budget: each declared field gets its argument (``beta=None``:
         the mechanism's own rule; ``delta`` only where the regime is approximate)."""
-        fields = {f.name for f in dataclasses.fields(cls)}
+        fields = cls._field_names()
         kw: dict = {"epsilon": epsilon}
         if "delta" in fields:
             kw["delta"] = delta
@@ -133,6 +148,30 @@ class Mechanism:
         if "beta" in fields and beta is not None:
             kw["beta"] = beta
         return cls(**kw)
+
+    @classmethod
+    def _field_names(cls) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    def __post_init__(self):
+        """Refuse a budget outside the mechanism's domain, checking epsilon, then delta, n_params
+        and beta where they are fields; an omitted beta (None) becomes ``default_beta()`` first."""
+        fields = self._field_names()
+        check_epsilon(self.epsilon)
+        if "delta" in fields:
+            check_delta(self.delta)
+        if "n_params" in fields:
+            check_n_params(self.n_params)
+        if "beta" in fields:
+            if self.beta is None:
+                # frozen dataclass: the default is filled in once, at construction
+                object.__setattr__(self, "beta", self.default_beta())
+            check_beta(self.beta, self.max_beta(), self.description, strict=self.strict_beta)
+
+    def default_beta(self) -> float:
+        """The beta used when none is given: the largest admissible one (``max_beta()``, which
+        every release with a ``beta`` field defines) unless a subclass says otherwise."""
+        return self.max_beta()
 
     @classmethod
     def help(cls) -> str:
@@ -145,7 +184,13 @@ class Mechanism:
         return float(getattr(self, "delta", 0.0)) if self.regime == "approx" else 0.0
 
     def scale(self, sensitivity):
-        raise NotImplementedError(f"mechanism '{self.name}' does not implement scale")
+        """The noise scale for this sensitivity: ``scale_factor * sensitivity / epsilon``."""
+        if self.scale_factor is None:
+            raise NotImplementedError(f"mechanism '{self.name}' does not implement scale")
+        return self.scale_factor * sensitivity / self.epsilon
 
     def sample(self, generator: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
-        raise NotImplementedError(f"mechanism '{self.name}' does not implement sample")
+        """Standard noise Z of this shape, drawn by ``noise``."""
+        if self.noise is None:
+            raise NotImplementedError(f"mechanism '{self.name}' does not implement sample")
+        return self.noise(generator, shape, dtype)

@@ -34,10 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
-from certdp.privacy.mechanisms.base import (Mechanism, cauchy_noise, check_beta, check_delta, check_epsilon,
-                                            check_n_params, laplace_noise)
+from certdp.privacy.mechanisms.base import Mechanism, cauchy_noise, laplace_noise
 
 
 @dataclass(frozen=True)
@@ -56,22 +53,18 @@ class CauchyParams(Mechanism):
     kind = "smooth"
     query = "parameter"
     regime = "pure"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        check_n_params(self.n_params)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.epsilon / (2 * self.n_params))
-        check_beta(self.beta, self.max_beta(), "the P-parameter Cauchy release u/(eps - P beta)", strict=True)
+    noise = staticmethod(cauchy_noise)
+    description = "the P-parameter Cauchy release u/(eps - P beta)"
+    strict_beta = True
 
     def max_beta(self) -> float:
         return self.epsilon / self.n_params
 
+    def default_beta(self) -> float:
+        return self.epsilon / (2 * self.n_params)
+
     def scale(self, u):
         return u / (self.epsilon - self.n_params * self.beta)
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return cauchy_noise(g, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -86,22 +79,12 @@ class CauchyParams6(Mechanism):
     kind = "smooth"
     query = "parameter"
     regime = "pure"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        check_n_params(self.n_params)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.max_beta())
-        check_beta(self.beta, self.max_beta(), "Corollary 4.1's Cauchy release (6u/eps)")
+    scale_factor = 6
+    noise = staticmethod(cauchy_noise)
+    description = "Corollary 4.1's Cauchy release (6u/eps)"
 
     def max_beta(self) -> float:
         return self.epsilon / (6 * self.n_params)
-
-    def scale(self, u):
-        return 6 * u / self.epsilon
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return cauchy_noise(g, shape, dtype)
 
 
 def gamma_tail(p: int, delta: float) -> float:
@@ -128,24 +111,13 @@ class LaplaceParams(Mechanism):
     kind = "smooth"
     query = "parameter"
     regime = "approx"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_n_params(self.n_params)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.max_beta())
-        check_beta(self.beta, self.max_beta(), "the Gamma-tail Laplace release (2u/eps)")
+    scale_factor = 2
+    noise = staticmethod(laplace_noise)
+    description = "the Gamma-tail Laplace release (2u/eps)"
 
     def max_beta(self) -> float:
         G = gamma_tail(self.n_params, self.delta)
         return min(math.log1p(self.epsilon / (2 * G)), self.epsilon / (2 * self.n_params))
-
-    def scale(self, u):
-        return 2 * u / self.epsilon
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return laplace_noise(g, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -163,21 +135,10 @@ class LaplaceParamsUnion(Mechanism):
     kind = "smooth"
     query = "parameter"
     regime = "approx"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_n_params(self.n_params)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.max_beta())
-        check_beta(self.beta, self.max_beta(), "Corollary 4.1's Laplace release (union bound)")
+    scale_factor = 2
+    noise = staticmethod(laplace_noise)
+    description = "Corollary 4.1's Laplace release (union bound)"
 
     def max_beta(self) -> float:
         p = self.n_params
         return min(self.epsilon / (2 * p * (1 + 2 * math.log(2 * p / self.delta))), 1.0)
-
-    def scale(self, u):
-        return 2 * u / self.epsilon
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return laplace_noise(g, shape, dtype)

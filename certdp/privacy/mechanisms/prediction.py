@@ -35,10 +35,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
-from certdp.privacy.mechanisms.base import (Mechanism, analytic_gaussian_sigma, cauchy_noise, check_beta,
-                                            check_delta, check_epsilon, gaussian_noise, laplace_noise)
+from certdp.privacy.mechanisms.base import (Mechanism, analytic_gaussian_sigma, cauchy_noise, gaussian_noise,
+                                            laplace_noise)
 
 
 @dataclass(frozen=True)
@@ -50,21 +48,18 @@ class CauchyTight(Mechanism):
     kind = "smooth"
     query = "prediction"
     regime = "pure"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.epsilon / 2)
-        check_beta(self.beta, self.max_beta(), "the one-dimensional Cauchy mechanism S/(eps-beta)", strict=True)
+    noise = staticmethod(cauchy_noise)
+    description = "the one-dimensional Cauchy mechanism S/(eps-beta)"
+    strict_beta = True
 
     def max_beta(self) -> float:
         return self.epsilon
 
+    def default_beta(self) -> float:
+        return self.epsilon / 2
+
     def scale(self, s):
         return s / (self.epsilon - self.beta)
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return cauchy_noise(g, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -76,21 +71,12 @@ class CauchySmooth(Mechanism):
     kind = "smooth"
     query = "prediction"
     regime = "pure"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.max_beta())
-        check_beta(self.beta, self.max_beta(), "the Cauchy mechanism (6S/eps)")
+    scale_factor = 6
+    noise = staticmethod(cauchy_noise)
+    description = "the Cauchy mechanism (6S/eps)"
 
     def max_beta(self) -> float:
         return self.epsilon / 6
-
-    def scale(self, s):
-        return 6 * s / self.epsilon
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return cauchy_noise(g, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -103,22 +89,12 @@ class LaplaceSmooth(Mechanism):
     kind = "smooth"
     query = "prediction"
     regime = "approx"
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        if self.beta is None:
-            object.__setattr__(self, "beta", self.max_beta())
-        check_beta(self.beta, self.max_beta(), "the smooth Laplace mechanism")
+    scale_factor = 2
+    noise = staticmethod(laplace_noise)
+    description = "the smooth Laplace mechanism"
 
     def max_beta(self) -> float:
         return self.epsilon / (2 * math.log(2 / self.delta))
-
-    def scale(self, s):
-        return 2 * s / self.epsilon
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return laplace_noise(g, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -130,15 +106,8 @@ class LaplaceGlobal(Mechanism):
     query = "prediction"
     regime = "pure"
     beta = 0.0
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-
-    def scale(self, s):
-        return s / self.epsilon
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return laplace_noise(g, shape, dtype)
+    scale_factor = 1
+    noise = staticmethod(laplace_noise)
 
 
 @dataclass(frozen=True)
@@ -152,10 +121,7 @@ class GaussianGlobal(Mechanism):
     query = "prediction"
     regime = "approx"
     beta = 0.0
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
+    noise = staticmethod(gaussian_noise)
 
     def multiplier(self) -> float:
         classic = math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
@@ -165,6 +131,3 @@ class GaussianGlobal(Mechanism):
 
     def scale(self, s):
         return s * self.multiplier()
-
-    def sample(self, g, shape, dtype=torch.float64):
-        return gaussian_noise(g, shape, dtype)
