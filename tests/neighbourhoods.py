@@ -2,7 +2,10 @@
 
 Used by the soundness tests and by ``benchmarks/containment.py`` (which runs the same checks with
 thousands of neighbours).  :func:`neighbours` returns R datasets at substitution distance exactly
-k from (x, y), stacked as [R, N, d] / [R, N] for one batched retraining.
+k from (x, y), stacked as [R, N, d] / [R, N] for one batched retraining;
+:func:`assert_contains_neighbours` retrains them for every placement and radius and checks that
+each final parameter vector lies in the envelope T_k; :func:`toy_data` makes the small
+regression / hinge / softmax training sets those checks run on.
 
 Placements (which indices are substituted):
 
@@ -24,6 +27,8 @@ Replacements (what the substituted records become), cycled over the R datasets:
 from __future__ import annotations
 
 import torch
+
+from certdp.training import train
 
 PLACEMENTS = ("random", "frequent", "last", "multi", "boundary")
 REPLACEMENTS = ("wide", "flip", "saturate")
@@ -106,3 +111,31 @@ def neighbours(x: torch.Tensor, y: torch.Tensor, *, k: int, R: int, plan: torch.
             shift = torch.randint(1, n_classes, (kk,), generator=gen)
             Y[r, idx] = ((y[idx].long() + shift) % n_classes).to(y.dtype)
     return X, Y
+
+
+def toy_data(loss: str, n: int, d: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """n records with features uniform in [-1, 1]^d and labels for ``loss``: ``mse`` a noisy linear
+    target, ``hinge`` a noisy sign of the first feature (+-1), otherwise three classes 0, 1, 2."""
+    x = torch.rand(n, d, generator=gen, dtype=torch.float64) * 2 - 1
+    if loss == "mse":
+        y = x.sum(1) * 1.5 + 0.5 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    elif loss == "hinge":
+        y = torch.where(x[:, 0] + 0.3 * torch.randn(n, generator=gen, dtype=torch.float64) > 0, 1, -1)
+    else:
+        y = (x[:, 0] > 0).long() + (x[:, 1] > 0.3).long()
+    return x, y
+
+
+def assert_contains_neighbours(env, model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, settings, *,
+                               ks, R: int, plan: torch.Tensor, loss: str, gen: torch.Generator,
+                               n_classes: int = 2, tol: float = 1e-9, steps: range | None = None) -> None:
+    """For each radius ``ks[j]`` and every placement, retrain R neighbours of (x, y) from ``theta0``
+    on ``plan`` (only its ``steps`` when given: a window) and assert that all of them lie in
+    column j of ``env`` (T_k, up to ``tol``)."""
+    for j, k in enumerate(ks):
+        for placement in PLACEMENTS:
+            X, Y = neighbours(x, y, k=k, R=R, plan=plan, loss=loss, placement=placement, gen=gen,
+                              n_classes=n_classes)
+            tht = train(model, theta0.expand(R, -1), X, Y, settings, plan=plan, steps=steps)
+            inside = env.contains(tht, tol=tol)[:, j]
+            assert bool(inside.all()), f"{int((~inside).sum())}/{R} {placement} neighbours at k={k} escape T_k"

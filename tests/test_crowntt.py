@@ -11,20 +11,7 @@ from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 from certdp.privacy.smoothness import coverage, require_covered
 from certdp.training import TrainSettings, batch_plan, train
-from neighbourhoods import PLACEMENTS, neighbours
-
-TOL = 1e-9
-
-
-def _data(loss, n, d, gen):
-    x = torch.rand(n, d, generator=gen, dtype=torch.float64) * 2 - 1
-    if loss == "mse":
-        y = x.sum(1) * 1.5 + 0.5 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
-    elif loss == "hinge":
-        y = torch.where(x[:, 0] + 0.3 * torch.randn(n, generator=gen, dtype=torch.float64) > 0, 1, -1)
-    else:
-        y = (x[:, 0] > 0).long() + (x[:, 1] > 0.3).long()
-    return x, y
+from neighbourhoods import assert_contains_neighbours, toy_data
 
 
 CASES = [
@@ -41,7 +28,7 @@ CASES = [
 def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, lr, clip, ks, opts):
     gen = torch.Generator().manual_seed(6)
     m = ModelSpec(widths, loss)
-    x, y = _data(loss, n, widths[0], gen)
+    x, y = toy_data(loss, n, widths[0], gen)
     s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=1)
     plan = batch_plan(n, s)
     th0 = m.init(2)
@@ -53,14 +40,8 @@ def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, 
     # never looser than the interval boxes it is intersected with (up to AGT's outward rounding)
     slack = 1e-9 * (1 + ibp.hi.abs().max())
     assert bool((env.lo >= ibp.lo - slack).all() and (env.hi <= ibp.hi + slack).all())
-    R = 8
-    for j, k in enumerate(ks):
-        for placement in PLACEMENTS:
-            X, Y = neighbours(x, y, k=k, R=R, plan=plan, loss=loss, placement=placement, gen=gen,
-                              n_classes=widths[-1])
-            tht = train(m, th0.expand(R, -1), X, Y, s)
-            inside = env.contains(tht, tol=TOL)[:, j]
-            assert bool(inside.all()), f"{int((~inside).sum())}/{R} {placement} neighbours at k={k} escape T_k"
+    assert_contains_neighbours(env, m, th0, x, y, s, ks=ks, R=8, plan=plan, loss=loss, gen=gen,
+                               n_classes=widths[-1])
 
 
 def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
@@ -80,18 +61,15 @@ def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
 def test_crowntt_window_from_a_released_point_contains_neighbours():
     gen = torch.Generator().manual_seed(4)
     m = ModelSpec((2, 1), "hinge")
-    x, y = _data("hinge", 40, 2, gen)
+    x, y = toy_data("hinge", 40, 2, gen)
     s = TrainSettings(steps=30, lr=0.5, clip=0.05, batch_size=5, seed=3)
     plan = batch_plan(40, s)
     start = m.init(0) + 0.05
     window = range(11, 23)
     env = run_agt(m, start, x, y, s, [1, 3], certificate=get_certificate("crowntt"), plan=plan, steps=window,
                   progress=False)
-    for j, k in enumerate([1, 3]):
-        for placement in PLACEMENTS:
-            X, Y = neighbours(x, y, k=k, R=8, plan=plan, loss="hinge", placement=placement, gen=gen)
-            tht = train(m, start.expand(8, -1), X, Y, s, plan=plan, steps=window)
-            assert bool(env.contains(tht, tol=TOL)[:, j].all())
+    assert_contains_neighbours(env, m, start, x, y, s, ks=[1, 3], R=8, plan=plan, loss="hinge", gen=gen,
+                               steps=window)
 
 
 def test_crowntt_refusals_and_smoothness_label():

@@ -14,20 +14,7 @@ from certdp.agt import epoch_length, run_agt
 from certdp.bounds import get_certificate
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan, train
-from neighbourhoods import PLACEMENTS, neighbours
-
-TOL = 1e-9
-
-
-def _data(kind: str, n: int, d: int, gen):
-    x = torch.rand(n, d, generator=gen, dtype=torch.float64) * 2 - 1
-    if kind == "mse":
-        y = x.sum(1) * 1.5 + 0.5 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
-    elif kind == "hinge":
-        y = torch.where(x[:, 0] + 0.3 * torch.randn(n, generator=gen, dtype=torch.float64) > 0, 1, -1)
-    else:
-        y = ((x[:, 0] > 0).long() + (x[:, 1] > 0.3).long())
-    return x, y
+from neighbourhoods import assert_contains_neighbours, neighbours, toy_data
 
 
 CASES = [
@@ -47,7 +34,7 @@ CASES = [
 def test_ledger_contains_retrained_neighbours(name, widths, loss, engine, n, b, steps, lr, clip, ks):
     gen = torch.Generator().manual_seed(5)
     m = ModelSpec(widths, loss)
-    x, y = _data(loss, n, widths[0], gen)
+    x, y = toy_data(loss, n, widths[0], gen)
     s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=2)
     plan = batch_plan(n, s)
     assert epoch_length(plan, n) == n // b and steps > 2 * (n // b)          # several epochs, tail dropped
@@ -58,32 +45,22 @@ def test_ledger_contains_retrained_neighbours(name, widths, loss, engine, n, b, 
                         progress=False)
     # the budget must pay off somewhere on a multi-epoch plan (else the mode is dead code)
     assert float(env.widths()[0].sum()) < float(per_batch.widths()[0].sum())
-    R = 10
-    for j, k in enumerate(ks):
-        for placement in PLACEMENTS:
-            X, Y = neighbours(x, y, k=k, R=R, plan=plan, loss=loss, placement=placement, gen=gen,
-                              n_classes=widths[-1])
-            tht = train(m, th0.expand(R, -1), X, Y, s)
-            inside = env.contains(tht, tol=TOL)[:, j]
-            assert bool(inside.all()), f"{int((~inside).sum())}/{R} {placement} neighbours at k={k} escape T_k"
+    assert_contains_neighbours(env, m, th0, x, y, s, ks=ks, R=10, plan=plan, loss=loss, gen=gen,
+                               n_classes=widths[-1])
 
 
 def test_ledger_window_starting_mid_epoch_contains_neighbours():
     """AGS certifies windows of the plan that start anywhere in an epoch, from a public point."""
     gen = torch.Generator().manual_seed(8)
     m = ModelSpec((3, 1), "mse")
-    x, y = _data("mse", 42, 3, gen)
+    x, y = toy_data("mse", 42, 3, gen)
     s = TrainSettings(steps=40, lr=0.1, clip=0.1, batch_size=5, seed=1)
     plan = batch_plan(42, s)
     start = m.init(3) + 0.1
     window = range(13, 31)                    # epochs of 8 steps: starts mid-epoch, crosses two boundaries
     ks = [1, 3, 6]
     env = run_agt(m, start, x, y, s, ks, certificate=get_certificate("ibp"), plan=plan, steps=window, progress=False)
-    for j, k in enumerate(ks):
-        for placement in PLACEMENTS:
-            X, Y = neighbours(x, y, k=k, R=12, plan=plan, loss="mse", placement=placement, gen=gen)
-            tht = train(m, start.expand(12, -1), X, Y, s, plan=plan, steps=window)
-            assert bool(env.contains(tht, tol=TOL)[:, j].all())
+    assert_contains_neighbours(env, m, start, x, y, s, ks=ks, R=12, plan=plan, loss="mse", gen=gen, steps=window)
 
 
 def test_ledger_envelopes_nest_between_neighbours():
@@ -91,7 +68,7 @@ def test_ledger_envelopes_nest_between_neighbours():
     substituted record placed where it matters (most used, last batch of an epoch, boundary)."""
     gen = torch.Generator().manual_seed(3)
     m = ModelSpec((2, 1), "mse")
-    x, y = _data("mse", 33, 2, gen)
+    x, y = toy_data("mse", 33, 2, gen)
     s = TrainSettings(steps=20, lr=0.2, clip=0.1, batch_size=4, seed=4)
     plan = batch_plan(33, s)
     ks = [1, 2, 3, 4, 5, 8]
@@ -110,7 +87,7 @@ def test_ledger_envelopes_nest_between_neighbours():
 def test_full_batch_is_unchanged_and_plans_without_epochs_go_per_batch():
     gen = torch.Generator().manual_seed(1)
     m = ModelSpec((3, 1), "mse")
-    x, y = _data("mse", 30, 3, gen)
+    x, y = toy_data("mse", 30, 3, gen)
     full = TrainSettings(steps=10, lr=0.1, clip=0.1, batch_size=None)
     a = run_agt(m, m.init(0), x, y, full, [1, 2, 5], certificate=get_certificate("ibp", substitutions="per_epoch"), progress=False)
     b = run_agt(m, m.init(0), x, y, full, [1, 2, 5], certificate=get_certificate("ibp", substitutions="per_batch"), progress=False)
