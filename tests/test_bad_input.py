@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from certdp import cli
+from cli_helpers import restored_root_logging
 
 REPO = Path(__file__).resolve().parent.parent
 HYBRID_DATA = REPO / "tests" / "fixtures" / "hybrid" / "sst2"
@@ -264,8 +265,6 @@ def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
     if argv and argv[0] not in ("figures", "list") and not any(a.startswith("out_root=") for a in argv):
         argv.append(f"out_root={out / 'o'}")
     env, cwd, old_argv = dict(os.environ), os.getcwd(), sys.argv
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
     os.environ.update({"CERTDP_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CERTDP_CACHE": str(out / "cache")})
     os.environ.pop("CERTDP_DATA_DIR", None)
     out.mkdir(parents=True, exist_ok=True)
@@ -273,32 +272,25 @@ def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
     so, se = io.StringIO(), io.StringIO()
     old_out, old_err = sys.stdout, sys.stderr
     sys.argv = ["certdp", *argv]
-    try:
-        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-            try:
-                cli.main()
-                code = 0
-            except SystemExit as e:
-                code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
-                if isinstance(e.code, str):
-                    print(e.code, file=sys.stderr)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-    finally:
-        sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
-        sys.argv = old_argv
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        for h in root.handlers[:]:          # Hydra's log.txt and console handlers of this run
-            if h not in handlers:
-                root.removeHandler(h)
-                h.close()
-        for h in handlers:
-            if h not in root.handlers:
-                root.addHandler(h)
-        root.setLevel(level)
+    with restored_root_logging():
+        try:
+            with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+                try:
+                    cli.main()
+                    code = 0
+                except SystemExit as e:
+                    code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+                    if isinstance(e.code, str):
+                        print(e.code, file=sys.stderr)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+        finally:
+            sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
+            sys.argv = old_argv
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(env)
     return code, so.getvalue(), se.getvalue()
 
 

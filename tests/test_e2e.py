@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from certdp import cli
+from cli_helpers import restored_root_logging
 
 
 def sklearn_csv(folder: Path, name: str) -> Path:
@@ -48,8 +49,6 @@ def run(argv: list[str], out: Path) -> tuple[int, str]:
     i.e. pytest's capture file while stderr is redirected here.  So handlers writing to the
     current stderr write to the redirect for the duration of the run."""
     old, se = sys.argv, _Sink()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
     live = [r() for r in list(logging._handlerList)]
     swapped = [(h, h.stream) for h in live if h is not None and getattr(h, "stream", None) is sys.stderr
                and not isinstance(getattr(type(h), "stream", None), property)]     # logging.lastResort follows sys.stderr
@@ -57,7 +56,7 @@ def run(argv: list[str], out: Path) -> tuple[int, str]:
         h.stream = se
     sys.argv = ["certdp", *argv, f"out_root={out}", "progress=false"]
     try:
-        with contextlib.redirect_stderr(se), contextlib.redirect_stdout(io.StringIO()):
+        with restored_root_logging(), contextlib.redirect_stderr(se), contextlib.redirect_stdout(io.StringIO()):
             try:
                 cli.main()
                 code = 0
@@ -65,14 +64,6 @@ def run(argv: list[str], out: Path) -> tuple[int, str]:
                 code = 0 if e.code is None else int(e.code)
     finally:
         sys.argv = old
-        for h in root.handlers[:]:          # Hydra's log.txt and console handlers of this run
-            if h not in handlers:
-                root.removeHandler(h)
-                h.close()
-        for h in handlers:
-            if h not in root.handlers:
-                root.addHandler(h)
-        root.setLevel(level)
         for h, stream in swapped:
             h.stream = stream
     return code, se.getvalue()
