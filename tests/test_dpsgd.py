@@ -170,3 +170,15 @@ def test_pate_gaussian_calibration():
     votes[:, 1] = 1e6
     lab = pate_labels(votes, regime="pure", epsilon=1.0, delta=0.0, gen=torch.Generator().manual_seed(0))
     assert (lab == 1).all()
+
+
+def test_an_accountant_that_cannot_calibrate_is_a_one_line_config_error():
+    """Under substitution, prv is asked for delta / (1 + e^{eps/2}) on add/remove (group privacy):
+    at eps = 100 that is far below what opacus' PRV resolves -- a ConfigError naming the key that
+    chose the accountant, not an opacus traceback; pld calibrates the same budget."""
+    from certdp.errors import ConfigError
+    from certdp.privacy.dpsgd_core import noise_multiplier
+    with pytest.raises(ConfigError) as e:
+        noise_multiplier(epsilon=100.0, delta=1e-5, sample_rate=0.32, steps=16, accountant="prv")
+    assert e.value.key == "dpsgd.optimised.accountants" and "pld" in str(e.value) and "\n" not in str(e.value)
+    assert noise_multiplier(epsilon=100.0, delta=1e-5, sample_rate=0.32, steps=16, accountant="pld") > 0

@@ -44,6 +44,7 @@ from typing import Callable
 import torch
 
 from certdp import DTYPE
+from certdp.errors import ConfigError
 
 DPSGD_ACCOUNTANTS = ("pld", "prv", "rdp")     # substitution-adjacent DP-SGD accountants (module docstring)
 # dp-accounting's value_discretization_interval: the pessimistic discretisation rounds privacy
@@ -86,12 +87,26 @@ def _check_accountant(accountant: str) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
+def noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
+                     key: str = "dpsgd.optimised.accountants") -> float:
     """sigma (noise std / clipping norm): the smallest noise multiplier (to 1% in epsilon) for
     which ``accountant`` certifies (epsilon, delta)-DP under substitution of one record after
     ``steps`` Poisson-sampled steps at ``sample_rate`` (module docstring).  Cached: pure
-    function of its arguments."""
+    function of its arguments.  A budget the accountant cannot calibrate is a ConfigError on
+    ``key`` (the setting that chose the accountant): group privacy asks ``prv`` and ``rdp`` for
+    delta_a = delta / (1 + e^{epsilon/2}), below what opacus' PRV can resolve at large epsilon."""
     _check_accountant(accountant)
+    try:
+        return _noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps,
+                                 accountant=accountant)
+    except ValueError as e:
+        raise ConfigError(key, f"the {accountant} accountant cannot calibrate sigma for epsilon {epsilon:g}, delta "
+                               f"{delta:g} ({sample_rate:.3g} sampling rate, {steps} steps): "
+                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; allowed: pld (exact "
+                               f"replace-one accounting), or rdp, at this epsilon") from None
+
+
+def _noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
     if accountant == "pld":
         # bisection on sigma: the replace-one epsilon decreases as sigma grows
         lo, hi = 1e-2, 1.0
@@ -141,10 +156,11 @@ def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: 
 
 
 def calibrated_noise(*, epsilon: float, delta: float, sample_rate: float, steps: int,
-                     accountant: str) -> tuple[float, float]:
+                     accountant: str, key: str = "dpsgd.accountant") -> tuple[float, float]:
     """(sigma, accounted epsilon): :func:`noise_multiplier`, and the epsilon the accountant
     certifies for it, checked to be within the target (a ``RuntimeError`` otherwise)."""
-    sigma = noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    sigma = noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant,
+                             key=key)
     eps = accounted_epsilon(sigma=sigma, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
     if eps > epsilon * (1 + 1e-6):
         raise RuntimeError(f"{accountant} accountant gives eps={eps:.4f} > target {epsilon} for sigma={sigma:.4f}")
