@@ -701,38 +701,13 @@ def make_fixtures(fx: Path, python: str, root: Path) -> dict:
     (bad / "california_housing.parquet.brotli").write_bytes(b"not the california table\n" * 40)
     (fx / "afile").write_text("a regular file, used where a folder is expected\n")
     enc = fx / "enc"
-    r = subprocess.run([python, "-c", TINY_ENCODER, str(enc)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+    r = subprocess.run([python, str(Path(root) / "tests" / "tiny_encoder.py"), str(enc)], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
     have["encoder"] = True if r.returncode == 0 else f"tiny encoder not built: {r.stderr.strip()[-200:]}"
     r = subprocess.run([python, "-m", "certdp.cli", "rerun", "--help"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, cwd=str(fx))
     have["rerun"] = True if r.returncode == 0 else "no `certdp rerun` in this tree"
     return have
-
-
-TINY_ENCODER = r'''
-import json, sys, torch
-from pathlib import Path
-from transformers import BertConfig, BertModel, BertTokenizerFast
-words = ("a charming and moving film great fun wonderful acting good story funny warm truly work "
-         "dull boring bad tedious mess flat").split()
-d = Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
-vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(words))
-(d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True).save_pretrained(str(d))
-torch.manual_seed(0)
-cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                 attention_probs_dropout_prob=0.0)
-BertModel(cfg).save_pretrained(str(d))
-(d / "modules.json").write_text(json.dumps([
-    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
-(d / "1_Pooling").mkdir(exist_ok=True)
-(d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16, "pooling_mode_mean_tokens": True}))
-(d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
-'''
 
 
 # --------------------------------------------------------------------------------------------

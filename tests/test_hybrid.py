@@ -4,7 +4,6 @@ interrupted DP-LoRA fine-tune, the shared SST-2 split, and fail-fast config erro
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
@@ -22,33 +21,15 @@ from certdp.methods.hybrid.data import load_split, private_subset  # noqa: E402
 from certdp.methods.hybrid.lora import finetune  # noqa: E402
 from certdp.settings.hybrid import hybrid_settings  # noqa: E402
 from certdp.privacy import dpsgd_core  # noqa: E402
+from tiny_encoder import write_tiny_encoder  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hybrid" / "sst2"
-WORDS = ("a charming and moving film great fun wonderful acting good story funny warm truly work "
-         "dull boring bad tedious mess flat").split()
 
 
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory) -> Path:
     """A sentence-transformers folder with a tiny random BERT (mean pooling, normalised)."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-    d = tmp_path_factory.mktemp("tiny_bert")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS))
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True).save_pretrained(str(d))
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0)
-    BertModel(cfg).save_pretrained(str(d))
-    (d / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
-    (d / "1_Pooling").mkdir()
-    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16, "pooling_mode_mean_tokens": True}))
-    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
-    return d
+    return write_tiny_encoder(tmp_path_factory.mktemp("tiny_bert"))
 
 
 def tiny_cfg(enc: Path, work: Path, **over) -> dict:
