@@ -216,10 +216,13 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     b = plan.shape[1]
     window = cert.window_steps
     # rows the engine computes; a window engine with a per-epoch budget (crowntt) bounds every
-    # radius below the slots of an epoch itself, every other engine the radii below b
-    E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
-             else None)
-    live = qs < (b * E_win if E_win else b)
+    # radius below the slots of an epoch itself, one that budgets the records of each window
+    # exactly (milp) every radius below the records of an epoch (all N without a tail), every
+    # other engine the radii below b (from b on, a batch may be entirely substituted: C_t)
+    per_epoch_window = window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch"
+    exact_window = window and getattr(cert, "window_budget", False)
+    E_win = epoch_length(plan, n) if (per_epoch_window or (exact_window and not full)) else None
+    live = qs < (b * E_win if E_win else (n if exact_window else b))
     n_live = int(live.sum())
     q_live = qs[:n_live]
     grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E

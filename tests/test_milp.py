@@ -115,3 +115,24 @@ def test_golden_window(loss, check_golden):
                   progress=False)
     # solver bounds: a tolerance above the MIP gap, far below the widths (~1e-2)
     check_golden(f"milp_F3_{loss}.json", env.lo.to(D), env.hi.to(D), atol=1e-5)
+
+
+@pytest.mark.parametrize("loss", ["mse", "hinge"])
+def test_radii_from_the_batch_size_on_stay_informative_and_sound(loss):
+    """The window MILP budgets k records over the window itself, so a radius k >= b (a batch may be
+    entirely substituted) is not the trivial cover: it is computed, narrower than T_N, and still
+    contains retrained neighbours at that distance."""
+    m, x, y, st = _problem(loss)
+    th0 = m.init(0)
+    plan = batch_plan(x.shape[0], st)
+    b = plan.shape[1]
+    ks = [b, b + 1, x.shape[0]]
+    env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("milp", frequency=6, workers=1), plan=plan,
+                  progress=False)
+    w = env.widths().sum(-1)
+    assert w[0] < w[2] and w[1] < w[2]
+    for j, k in enumerate(ks[:2]):
+        for mode in ("random", "adversarial"):
+            X, Y = neighbours(mode, k, 60, x, y, plan, loss, 1, torch.Generator().manual_seed(7 * k))
+            th = train(m, th0.expand(60, -1), X, Y, st, plan=plan)
+            assert ((th >= env.lo[j] - 1e-10) & (th <= env.hi[j] + 1e-10)).all(), (mode, k)

@@ -117,6 +117,10 @@ class Certificate(ABC):
     memory_factor: float = 2.0
     window_steps: int | None = None
     substitutions: str = "per_batch"
+    #: a window engine that budgets the k substituted records over the whole window itself (one
+    #: binary per record, MILP): radii up to the records an epoch uses stay informative, not only
+    #: radii below the batch size
+    window_budget: bool = False
     #: the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py (module docstring above);
     #: smooth-sensitivity releases refuse an engine that does not declare it
     nesting_monotone: bool = False

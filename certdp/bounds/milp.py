@@ -92,6 +92,8 @@ class MILP(Certificate):
     options = ("frequency", "time_limit", "solver", "workers", "mip_gap", "on_time_limit")
     scope = "single-layer mse or hinge models"
     memory_factor = 48
+    # one binary per record of the window with sum <= k: the window's budget is exact for any k
+    window_budget = True
 
     def __init__(self, *, frequency=1, time_limit=30.0, solver="highs", workers=2, mip_gap=1e-4,
                  on_time_limit="bound"):
