@@ -34,6 +34,9 @@ needs T_{r_i}(D) inside T_{r_{i+1}}(D') for neighbours, for the *floating-point*
   every box is intersected with it.  Radii r >= b (any batch may be entirely substituted) are
   set to C_t exactly: the engine's formula would give the same box up to rounding, and only the
   exact, data-independent box makes T_N the same for every dataset (the proof's condition (C)).
+  Window engines that budget k over the distinct records of their F steps (MILP: one binary per
+  record, ``window_budget``) compute every radius below min(F b, N): below it k substitutions need
+  not fill every slot of a window, and the exact window is tighter than C_t.
 * Widening: every step is widened outward by a relative 1e-12 (+1e-14) against the engine's
   rounding (soundness), and radius index i additionally by i*E with E = ``cert.nesting_slack``, a
   data-independent bound on the rounding that can break nesting between two datasets; since
@@ -216,13 +219,13 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     b = plan.shape[1]
     window = cert.window_steps
     # rows the engine computes; a window engine with a per-epoch budget (crowntt) bounds every
-    # radius below the slots of an epoch itself, one that budgets the records of each window
-    # exactly (milp) every radius below the records of an epoch (all N without a tail), every
-    # other engine the radii below b (from b on, a batch may be entirely substituted: C_t)
-    per_epoch_window = window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch"
-    exact_window = window and getattr(cert, "window_budget", False)
-    E_win = epoch_length(plan, n) if (per_epoch_window or (exact_window and not full)) else None
-    live = qs < (b * E_win if E_win else (n if exact_window else b))
+    # radius below the slots of an epoch itself; one that budgets the records of each window
+    # exactly (milp) every radius below min(F b, N): from there on every slot of every window may
+    # be substituted, and the windows give C_t; every other engine the radii below b (from b on, a
+    # batch may be entirely substituted: C_t)
+    E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
+             else None)
+    live = qs < (b * E_win if E_win else min(b * window, n) if (window and cert.window_budget) else b)
     n_live = int(live.sum())
     q_live = qs[:n_live]
     grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E
