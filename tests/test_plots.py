@@ -31,9 +31,15 @@ def _agtr_run(tmp: Path, name: str, rid: str, params: dict, *, scale: float, gs:
                              "delta": 1e-5 if regime == "approx" else 0.0, "mae": gs / e, "mse": (gs / e) ** 2,
                              "nonprivate_mse": 0.01, "ss_mean": gs})
     pd.DataFrame(rows).to_csv(d / "results.csv", index=False)
-    ks = np.array([1, 2, 4, 8, 40000] if rid.startswith("linear") else [1, 2, 4, 8])
-    pd.DataFrame({"k": ks, "beta": 0.5, "a_bar_mean": scale * ks,
-                  "contribution_mean": scale * ks * np.exp(-0.5 * ks)}).to_csv(d / "certificate.csv", index=False)
+    # the staircase as certdp writes it: radii 0, 1, 2, 4, 8 (V_j = scale * (k_j + 1)), then the last
+    # piece, the ceiling T_N (linear, k = N) or the global sensitivity G = 10 (California, at k_max)
+    linear = rid.startswith("linear")
+    ks = np.array([0, 1, 2, 4, 8] + ([40000] if linear else [8]))
+    a = np.append(scale * (ks[:-1] + 1.0), 0.5 if linear else 10.0)
+    phi = np.arange(len(ks))
+    pd.DataFrame({"k": ks, "phi": phi, "source": ["computed"] * (len(ks) - 1) + ["ceiling" if linear else "global"],
+                  "beta": 0.5, "a_bar_mean": a, "contribution_mean": a * np.exp(-0.5 * phi)}
+                 ).to_csv(d / "certificate.csv", index=False)
     return F.RunResult(rid, d, params, ok=True)
 
 
@@ -73,7 +79,7 @@ def test_ablation_draws_both_substitution_modes(ablation_runs):
     bs250 = next(ln for ln in solid if ln.get_label() == "BS = 250")
     assert bs250.get_color() == dashed[0].get_color()
     np.testing.assert_allclose(bs250.get_ydata(), [1.0 / e for e in EPS])
-    legend = [t.get_text() for t in fig.axes[3].get_legend().get_texts()]
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert {"BS = 250", "BS = 16512 (full batch)", "solid: per-epoch ledger", "dashed: per-batch budget",
             "global sensitivity"} <= set(legend)
     # the figure's data says which mode each value belongs to
@@ -92,13 +98,23 @@ def test_certificates_split_california_by_mode(ablation_runs):
                       "California: batch size, per-batch budget"]
     panel = {t: {ln.get_label(): ln for ln in _lines(ax)} for t, ax in zip(titles, fig.axes)}
     epoch, batch = panel[titles[1]], panel[titles[2]]
-    # A_bar(k) = scale * k on the left axis: each panel holds its own mode's run and the full batch
-    np.testing.assert_allclose(epoch["BS = 250"].get_ydata(), [1, 2, 4, 8])
-    np.testing.assert_allclose(batch["BS = 250"].get_ydata(), [6, 12, 24, 48])
+    # dashed, left axis: the computed A_bar(k_j) = scale * (k_j + 1) against the index j; each
+    # California panel holds its own mode's run and the full batch
+    np.testing.assert_allclose(epoch["BS = 250"].get_xdata(), [0, 1, 2, 3, 4])
+    np.testing.assert_allclose(epoch["BS = 250"].get_ydata(), [1, 2, 3, 5, 9])
+    np.testing.assert_allclose(batch["BS = 250"].get_ydata(), [6, 12, 18, 30, 54])
     assert "BS = 16512 (full batch)" in epoch and "BS = 16512 (full batch)" in batch
     assert {"IBP, per-epoch ledger", "IBP, per-batch budget", "MILP, F = 16"} <= set(panel[titles[0]])
-    # the linear runs' k = N row is the ceiling, not a point of the staircase
-    assert data[(data.dataset == "linear") & (data.k > 8)].empty
+    # ticks name the radii by index; the last one the final piece
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "1", "2", "4", "8", "N"]
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["0", "1", "2", "4", "8", "G"]
+    # the star is the maximum over every piece, the final one included: a computed piece for BS 250
+    # (9 e^{-2} = 1.22 > 10 e^{-5/2} = 0.82), the global piece for the full batch (0.3 * 9 e^{-2} = 0.37)
+    cal = data[(data.dataset == "california") & data.is_max.fillna(False).astype(bool)]
+    stars = dict(zip(cal.setting, zip(cal.source, cal.smooth_contribution)))
+    assert stars["BS = 250, per-epoch ledger"] == ("computed", pytest.approx(9 * np.exp(-2)))
+    assert stars["BS = 250, per-batch budget"] == ("computed", pytest.approx(54 * np.exp(-2)))
+    assert stars["BS = 16512 (full batch)"] == ("global", pytest.approx(10 * np.exp(-2.5)))
     assert set(data[data.dataset == "california"].substitutions.dropna()) == {"per_epoch", "per_batch", "full", ""}
 
 
