@@ -34,6 +34,9 @@ needs T_{r_i}(D) inside T_{r_{i+1}}(D') for neighbours, for the *floating-point*
   every box is intersected with it.  Radii r >= b (any batch may be entirely substituted) are
   set to C_t exactly: the engine's formula would give the same box up to rounding, and only the
   exact, data-independent box makes T_N the same for every dataset (the proof's condition (C)).
+  MILP windows budget k over the distinct records of their F steps (one binary per record), so
+  for them the threshold is min(F*b, N): below it, k substitutions need not fill every slot of
+  the window, and the exact window is tighter than C_t (it nests like every MILP radius).
 * Widening: every step is widened outward by a relative 1e-12 (+1e-14) against the engine's
   rounding (soundness), and radius index i additionally by i*E with E = ``cert.nesting_slack``, a
   data-independent bound on the rounding that can break nesting between two datasets; since
@@ -116,6 +119,7 @@ from certdp import DTYPE
 from certdp.bounds import check_supported, get_certificate
 from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
+from certdp.bounds.milp import MILP
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
 
@@ -216,10 +220,11 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     b = plan.shape[1]
     window = cert.window_steps
     # rows the engine computes; a window engine with a per-epoch budget (crowntt) bounds every
-    # radius below the slots of an epoch itself, every other engine the radii below b
+    # radius below the slots of an epoch itself, a MILP window every radius below its F*b slots
+    # (its budget is over the window's records, module docstring), every other engine the radii below b
     E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
              else None)
-    live = qs < (b * E_win if E_win else b)
+    live = qs < (b * E_win if E_win else min(b * window, n) if isinstance(cert, MILP) else b)
     n_live = int(live.sum())
     q_live = qs[:n_live]
     grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E

@@ -115,3 +115,22 @@ def test_golden_window(loss, check_golden):
                   progress=False)
     # solver bounds: a tolerance above the MIP gap, far below the widths (~1e-2)
     check_golden(f"milp_F3_{loss}.json", env.lo.to(D), env.hi.to(D), atol=1e-5)
+
+
+def test_window_radii_beyond_one_batch_are_solved_and_sound():
+    """A MILP window budgets k over the records of its F steps: radii >= b (here 6 >= b = 5, below
+    N = 10) are solved, tighter than the trivial cover (radius N), and contain every retrained
+    neighbour within k substitutions, placed at random or where they hurt most."""
+    m, x, y, st = _problem("mse")
+    th0 = m.init(0)
+    plan = batch_plan(x.shape[0], st)
+    ks = [2, 6, 10]
+    cert = get_certificate("milp", frequency=6, workers=1)
+    env = run_agt(m, th0, x, y, st, ks, certificate=cert, plan=plan, progress=False)
+    assert all(s["fallback"] == 0 for s in cert.stats)
+    w = env.widths().sum(-1)
+    assert w[0] < w[1] < w[2]                        # radius 6 is computed, not the cover (radius N)
+    for mode in ("random", "adversarial"):
+        X, Y = neighbours(mode, 6, 60, x, y, plan, "mse", 1, torch.Generator().manual_seed(6))
+        th = train(m, th0.expand(60, -1), X, Y, st, plan=plan)
+        assert ((th >= env.lo[1] - 1e-10) & (th <= env.hi[1] + 1e-10)).all(), mode

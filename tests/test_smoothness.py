@@ -320,6 +320,8 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     E = epoch_length(plan, n)
     if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
         b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
+    if cert == "milp":
+        b = min(b * engine.window_steps, n)   # a MILP window budgets k over the records of its F*b slots
     assert engine.nesting_monotone
     th0 = m.init(2)
     run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)
