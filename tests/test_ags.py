@@ -278,3 +278,25 @@ def test_ags_cli_blobs_small(tmp_path):
     assert set(res.arm) == {"AGS", "DP-SGD matched", "PATE"}
     assert {"nonprivate_accuracy", "majority_rate", "accuracy_median"} <= set(res.columns)
     assert (res[res.arm == "AGS"].n_releases == 2).all()
+
+
+def test_sampling_ablation_shares_noise_between_compositions():
+    """The sampling ablation's compositions of one (n, eps) cell use the same noise draws, so
+    their accuracies differ only through the per-release budget: equal budgets (n = 1, or optimal
+    composition no better than basic) give equal accuracy; optimal never gives less than eps/n."""
+    from certdp.methods.ags import run
+    cfg = {"seed": 0, "dataset": {"name": "blobs", "n_train": 60, "n_test": 200, "n_public": 80, "model": {"arch": "linear"}},
+           "model": {"arch": "auto"}, "train": {"steps": 16, "lr": 0.5, "clip": 0.05, "batch_size": None},
+           "certificate": {"name": "ibp"}, "staircase": {"kind": "list", "values": [1, 2, 4]},
+           "privacy": {"epsilons": [2, 20], "delta": 1e-5, "releases": ["laplace_p"], "n_draws": 3},
+           "ags": {"releases_n": 1, "baselines": [], "ablation_n": [1, 4], "ablation_draws": 2,
+                   "ablation_compositions": ["basic", "optimal"]}}
+    ab = run(parse("ags", cfg), progress=False)["ablation"]
+    cells = ab.pivot_table(index=["n_releases", "epsilon"], columns="composition", values=["eps0", "accuracy_median"])
+    assert len(cells) == 4
+    for (n, eps), c in cells.iterrows():
+        assert c[("eps0", "basic")] == pytest.approx(eps / n)
+        assert c[("eps0", "optimal")] >= c[("eps0", "basic")] * (1 - 1e-9)
+        if c[("eps0", "optimal")] <= c[("eps0", "basic")] * (1 + 1e-6):
+            # the same draws, scaled by the same budget to within 1e-6: at most one test point flips
+            assert abs(c[("accuracy_median", "optimal")] - c[("accuracy_median", "basic")]) <= 1 / 200 + 1e-12

@@ -250,7 +250,8 @@ def ablation_release(exp: Experiment, st: AGSSettings) -> str:
 def sampling_ablation(exp: Experiment, st: AGSSettings, pv: PrivacySettings, common) -> pd.DataFrame:
     """Accuracy against the number of releases n at fixed total (eps, delta), the per-release
     budget set by each accountant of ``ags.ablation_compositions`` (Appendix D.5).  Laplace
-    (approx DP) releases only; ``ags.ablation_draws`` trajectories per cell."""
+    (approx DP) releases only; ``ags.ablation_draws`` trajectories per cell, the same noise
+    stream for every composition of a cell (common random numbers)."""
     model, P = exp.model, exp.model.n_params
     name = ablation_release(exp, st)
     rows = []
@@ -264,7 +265,9 @@ def sampling_ablation(exp: Experiment, st: AGSSettings, pv: PrivacySettings, com
                 key = (n, round(eps0, 12), round(delta0, 18))
                 if key not in cache:
                     mech = make_mechanism(name, query="parameter", epsilon=eps0, delta=delta0, beta=pv.beta, n_params=P)
-                    gen = generator_for(exp.seed, "ablation", n, eps0)
+                    # seeded by (n, eps), not by the accountant's eps0: the compositions of one cell
+                    # share their noise draws, so their accuracies differ only through eps0
+                    gen = generator_for(exp.seed, "ablation", n, eps)
                     accs = []
                     for _ in range(st.ablation_draws):
                         th, _ = release_trajectory(exp, mech, windows, gen, first)

@@ -34,7 +34,8 @@ def _accuracy_panel(ax, series, rows, tag):
 
 def blobs_ags(runs, *, profile: str = "paper"):
     """Accuracy against epsilon on blobs: AGS per MILP frequency F (Cauchy pure, Laplace approx),
-    matched DP-SGD (basic composition), PATE; dotted: non-private accuracy.  Medians over draws."""
+    matched DP-SGD with basic composition over every step (the caption's arm) and accounted over
+    the batches a record is in, PATE; dotted: non-private accuracy.  Medians over draws."""
     fig, axes = style.panels(2, width=3.4, sharey=True)
     ags = sorted(runs.ok("ags_F"), key=lambda r: float(next(iter(r.params.values()), 0)))
     base = runs.one("baselines")
