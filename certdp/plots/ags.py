@@ -34,8 +34,10 @@ def _accuracy_panel(ax, series, rows, tag):
 
 def blobs_ags(runs, *, profile: str = "paper"):
     """Accuracy against epsilon on blobs: AGS per MILP frequency F (Cauchy pure, Laplace approx),
-    matched DP-SGD with basic composition over every step (the caption's arm) and accounted over
-    the batches a record is in, PATE; dotted: non-private accuracy.  Medians over draws."""
+    AGS with the other certificates (runs ``ags_cert``: the proven per-epoch IBP ledger, CROWN
+    through time; a run without a smoothness proof is labelled so and drawn dashed), matched
+    DP-SGD with basic composition over every step (the caption's arm) and accounted over the
+    batches a record is in, PATE; dotted: non-private accuracy.  Medians over draws."""
     fig, axes = style.panels(2, width=3.4, sharey=True)
     ags = sorted(runs.ok("ags_F"), key=lambda r: float(next(iter(r.params.values()), 0)))
     base = runs.one("baselines")
@@ -50,7 +52,17 @@ def blobs_ags(runs, *, profile: str = "paper"):
             q = res[(res.arm == "AGS") & (res.mechanism == AGS_MECH[regime])].sort_values("epsilon")
             f = next(iter(r.params.values()), "?")
             cert = str(res.certificate.iloc[0]).upper() if "certificate" in res else ""
-            series.append((f"AGS ({cert}, F = {f})", "AGS", q, {"color": col, "marker": "o"}))
+            proven = bool(res.smoothness_proof.iloc[0]) if "smoothness_proof" in res else True
+            series.append((f"AGS ({cert}, F = {f}{'' if proven else ', unproven smoothness'})", "AGS", q,
+                           {"color": col, "marker": "o"}))
+        for r, col in zip(runs.ok("ags_cert"), ("#d95f02", "#7570b3", "#e7298a")):
+            res = r.csv("results")
+            nonpriv = float(res.nonprivate_accuracy.iloc[0])
+            q = res[(res.arm == "AGS") & (res.mechanism == AGS_MECH[regime])].sort_values("epsilon")
+            proven = bool(res.smoothness_proof.iloc[0]) if "smoothness_proof" in res else True
+            cert = str(res.certificate.iloc[0]).upper() if "certificate" in res else "?"
+            label = f"AGS ({cert}{'' if proven else ', unproven smoothness'})"
+            series.append((label, "AGS", q, {"color": col, "marker": "D", "ls": "-" if proven else "--"}))
         if bres is not None:
             nonpriv = nonpriv or float(bres.nonprivate_accuracy.iloc[0])
             for arm, q in _baseline_rows(bres, regime).items():
