@@ -9,7 +9,10 @@ against T_k (tolerance 1e-9 relative).  Prints one line per (model, mode): neigh
 the largest deviation / certified half-width ratio, and the seconds the certificate took.
 
     PYTHONPATH=$PWD python benchmarks/containment.py [--models linear,mlp,blobs,softmax]
-        [--modes ibp:per_epoch,crown:per_epoch,crowntt] [--per 50]
+        [--modes ibp:per_epoch,crown:per_epoch,crowntt,crowntt:alpha_iters=40] [--per 50]
+
+A mode is ``name`` followed by ``:``-separated parts, each a ``certificate.substitutions`` value
+or a ``key=value`` certificate option (e.g. ``crowntt:per_epoch:alpha_iters=40``).
 """
 
 from __future__ import annotations
@@ -71,11 +74,12 @@ def main():
         th0 = m.init(0)
         per = a.per or -(-1000 // (len(PLACEMENTS) * len(ks)))
         for mode in a.modes.split(","):
-            name, _, sub = mode.partition(":")
+            name, *parts = mode.split(":")
+            opts = dict(p.split("=", 1) if "=" in p else ("substitutions", p) for p in parts)
             if not get_certificate(name).supports(m):
                 print(f"{mname:8s} {mode:18s} not supported")
                 continue
-            cert = get_certificate(name, **({"substitutions": sub} if sub else {}))
+            cert = get_certificate(name, **opts)
             t0 = time.time()
             env = run_agt(m, th0, x, y, st, ks, certificate=cert, plan=plan, progress=False)
             secs = time.time() - t0

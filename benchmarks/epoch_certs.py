@@ -5,6 +5,8 @@ Sections (``--only a,b``; all by default), each printing one line per measuremen
 * ``blobs``    l1 widths of T_1, T_2, T_4, T_8 on blobs at the paper's settings (linear hinge, 200
                private points, 200 SGD steps of batch 20, lr 0.5, gamma 0.05) for IBP per batch,
                IBP with the per-epoch ledger, CROWN-TT without and with record branches, and CPU s.
+* ``blobs_alpha`` T_1 on the same run with CROWN-TT, record branches and the slope optimisation of
+               the final bounds (``certificate.alpha_iters=20``), and its CPU s (about 3 min).
 * ``linear``   the linear frequency ablation with IBP (``+preset/ablation=linear_frequency``):
                mean SS^beta at beta = 1/2 over the test points, per batch and per epoch, and the
                CPU seconds of AGT (median of 3 repeats, same process).
@@ -56,6 +58,18 @@ def blobs():
         env = run_agt(m, m.init(0), x, y, st, [1, 2, 4, 8], certificate=get_certificate(name, **opts), progress=False)
         w = [round(float(v), 3) for v in env.widths().sum(-1)]
         print(f"blobs {name} {opts}: T_1/T_2/T_4/T_8 l1 widths {w} ({time.process_time() - t:.1f} s CPU)", flush=True)
+
+
+def blobs_alpha(iters: int = 20):
+    ds = load_dataset({"name": "blobs", "n_features": 8, "n_train": 200, "n_test": 10, "n_public": 10,
+                       "separation": 2.563, "cluster_std": 1.0}, 0)
+    x, y = torch.as_tensor(ds.x_train, dtype=DTYPE), torch.as_tensor(ds.y_train)
+    m = build_model("linear", 8, loss="hinge")
+    st = TrainSettings(steps=200, lr=0.5, clip=0.05, batch_size=20, seed=0)
+    t = time.process_time()
+    env = run_agt(m, m.init(0), x, y, st, [1], certificate=get_certificate("crowntt", alpha_iters=iters), progress=False)
+    print(f"blobs crowntt alpha_iters={iters}: T_1 l1 width {float(env.widths()[0].sum()):.4f} "
+          f"({time.process_time() - t:.1f} s CPU)", flush=True)
 
 
 def linear(out: Path):
@@ -115,13 +129,13 @@ def ags(out: Path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="/tmp/epoch-certs")
-    ap.add_argument("--only", default="blobs,linear,california,ags")
+    ap.add_argument("--only", default="blobs,blobs_alpha,linear,california,ags")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     for sec in a.only.split(","):
-        {"blobs": lambda: blobs(), "linear": lambda: linear(out), "california": lambda: california(out),
+        {"blobs": lambda: blobs(), "blobs_alpha": lambda: blobs_alpha(), "linear": lambda: linear(out), "california": lambda: california(out),
          "ags": lambda: ags(out)}[sec]()
 
 

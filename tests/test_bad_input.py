@@ -123,6 +123,11 @@ bad("agtr", "certificate.name", ["foo"])
 bad("agtr", "certificate.aggregation", ["foo"], base=with_base(LIN, ["certificate=ibp", "certificate.name=ibp"]))
 bad("agtr", "certificate.substitutions", ["foo", "per_step"], base=with_base(LIN, ["certificate=ibp", "certificate.name=ibp"]))
 bad("agtr", "certificate.branch", ["-1", "abc"], base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
+bad("agtr", "certificate.alpha_iters", ["-1", "abc", "2.5"],
+    base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
+# the slope optimisation is for the hinge head; LIN is an mse head
+case("agtr", ["certificate.alpha_iters=5", "privacy.smoothness=unproven"], "certificate.alpha_iters",
+     base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
 MILP = with_base(LIN, ["certificate=milp", "certificate.name=milp", "dataset.n_train=40", "train.steps=2",
                       "staircase.k_max=2", "certificate.time_limit=5", "certificate.workers=1"])
 bad("agtr", "certificate.frequency", ["abc", "0", "2.7"], base=MILP)

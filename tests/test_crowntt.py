@@ -19,6 +19,7 @@ CASES = [
     ("hinge", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 2, 4, 7], {}),
     ("hinge-per-batch", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 2, 7], {"substitutions": "per_batch"}),
     ("hinge-no-branch", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 3], {"branch": 0}),
+    ("hinge-alpha", (3, 1), "hinge", 43, 6, 28, 0.5, 0.05, [1, 2, 7], {"alpha_iters": 8}),
     ("mse", (2, 1), "mse", 42, 5, 24, 0.1, 0.1, [1, 2, 5, 9], {}),
     ("softmax", (2, 3), "ce", 34, 6, 15, 0.3, 0.1, [1, 2], {"branch": 0}),
 ]
@@ -58,6 +59,31 @@ def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
     assert float(tt.widths()[0].sum()) < 0.5 * float(ibp.widths()[0].sum())
 
 
+def test_crowntt_slope_optimisation_tightens_and_contains_neighbours():
+    """certificate.alpha_iters: per-objective mixtures of the two valid lines of every uncertain
+    neuron; each iterate is a sound bound, so the result lies inside the area-rule envelope, is
+    narrower where neurons are uncertain (a blobs-like plan of eight epochs), and contains random
+    and adversarially placed retrained neighbours."""
+    from certdp.data import load_dataset
+    ds = load_dataset({"name": "blobs", "n_features": 4, "n_train": 40, "n_test": 10, "n_public": 10,
+                       "separation": 2.563, "cluster_std": 1.0}, 0)
+    x, y = torch.as_tensor(ds.x_train, dtype=torch.float64), torch.as_tensor(ds.y_train)
+    m = ModelSpec((4, 1), "hinge")
+    s = TrainSettings(steps=40, lr=0.5, clip=0.05, batch_size=8, seed=0)
+    plan = batch_plan(40, s)
+    th0 = m.init(0)
+    ks = [1, 2]
+    base = run_agt(m, th0, x, y, s, ks, certificate=get_certificate("crowntt"), plan=plan, progress=False)
+    cert = get_certificate("crowntt", alpha_iters=10)
+    opt = run_agt(m, th0, x, y, s, ks, certificate=cert, plan=plan, progress=False)
+    slack = 1e-9 * (1 + base.hi.abs().max())
+    assert bool((opt.lo >= base.lo - slack).all() and (opt.hi <= base.hi + slack).all())
+    assert bool((opt.widths().sum(-1) < 0.995 * base.widths().sum(-1)).all())
+    assert cert.stats[-1]["alpha_iters"] == 10
+    gen = torch.Generator().manual_seed(9)
+    assert_contains_neighbours(opt, m, th0, x, y, s, ks=ks, R=12, plan=plan, loss="hinge", gen=gen)
+
+
 def test_crowntt_window_from_a_released_point_contains_neighbours():
     gen = torch.Generator().manual_seed(4)
     m = ModelSpec((2, 1), "hinge")
@@ -79,6 +105,9 @@ def test_crowntt_refusals_and_smoothness_label():
         get_certificate("crowntt", substitutions="per_step")
     with pytest.raises(ConfigError, match="certificate.horizon"):
         get_certificate("crowntt", horizon=0)
+    for bad in (-1, "abc", 2.5):
+        with pytest.raises(ConfigError, match="certificate.alpha_iters"):
+            get_certificate("crowntt", alpha_iters=bad)
     cert = get_certificate("crowntt")
     assert cert.nesting_monotone is False and coverage(cert) is not None
     with pytest.raises(ConfigError, match="privacy.smoothness=unproven"):

@@ -76,6 +76,14 @@ window's end is theta_T +- the bounds of the objectives +-e_p, one per radius (v
 tensor carries a leading radius axis).  Cost: O(F^2 q b P) per radius with q = 2b (hinge) or
 2bC (generic) intermediate objectives per step; blobs (F = 200, b = 20, P = 9): seconds.
 
+Slope optimisation (``alpha_iters``, hinge head)
+-----------------------------------------------
+The area rule fixes one line per neuron for all objectives.  Any convex combination of L0 and L1
+(of U0 and U1) is also valid on [vL, vU], so each final objective may use its own mixture for
+every uncertain neuron; ``alpha_iters`` Adam steps on the mixtures (certdp/bounds/crowntt_refine.py)
+lower the final bounds, each iterate being a sound bound by the back-substitution above with the
+same intermediate bounds; the minimum over the iterates and the area-rule bound is kept.
+
 Floating point
 --------------
 Every inequality above holds in exact arithmetic for the *computed* coefficients: a computed
@@ -108,6 +116,7 @@ import torch
 
 from certdp.bounds.base import Certificate
 from certdp.bounds.crowntt_neurons import U, HeadNeurons, HingeNeurons, rounding_gamma
+from certdp.bounds.crowntt_refine import optimise_slopes
 from certdp.bounds.ibp import IBP, gradient_bounds
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
@@ -128,14 +137,16 @@ class CrownTT(Certificate):
     one window), ``substitutions`` (``per_epoch``: k records over the window, which contains the
     per-epoch budget of the batch plan; ``per_batch``: k per batch, as the per-step engines) and
     ``branch`` (radii up to which every record is split off into its own bound; ``auto``: radius 1
-    when that costs at most ``BRANCH_WORK``, else none)."""
+    when that costs at most ``BRANCH_WORK``, else none) and ``alpha_iters`` (hinge head: Adam
+    iterations of the per-objective slope optimisation of the window's final bounds,
+    certdp/bounds/crowntt_refine.py; 0: the area rule's lines only)."""
 
     name = "crowntt"
-    options = ("horizon", "substitutions", "branch")
+    options = ("horizon", "substitutions", "branch", "alpha_iters")
     scope = "single-layer heads (linear mse regression, linear hinge classifier, softmax-ce head)"
     nesting_monotone = False
 
-    def __init__(self, *, horizon=None, substitutions: str = "per_epoch", branch="auto"):
+    def __init__(self, *, horizon=None, substitutions: str = "per_epoch", branch="auto", alpha_iters=0):
         if horizon in (None, "null", "full", "none"):
             self.window_steps = 10 ** 9
         else:
@@ -149,6 +160,10 @@ class CrownTT(Certificate):
             raise ConfigError("certificate.branch", f"must be 'auto' or an integer >= 0 (got {branch!r})")
         if substitutions == "per_batch" and branch not in ("auto", 0, "0"):
             raise ConfigError("certificate.branch", "record branches need certificate.substitutions=per_epoch; allowed: 0, auto")
+        it = _int_or(alpha_iters, -1)
+        if it < 0:
+            raise ConfigError("certificate.alpha_iters", f"must be an integer >= 0 (got {alpha_iters!r}); allowed: 0 (off) or e.g. 40")
+        self.alpha_iters = it
         self.substitutions = substitutions
         self.branch = branch if branch == "auto" else int(branch)
         self.stats: list[dict] = []
@@ -171,6 +186,8 @@ class CrownTT(Certificate):
         F = len(steps)
         ks = ks.to(torch.long)
         kind = HingeNeurons if isinstance(model.loss, Hinge) else HeadNeurons
+        if self.alpha_iters and kind is not HingeNeurons:
+            raise ConfigError("certificate.alpha_iters", "slope optimisation is implemented for the hinge head only; allowed: 0")
         q = 2 * b * (1 if kind is HingeNeurons else model.widths[-1])
         unit = F * F / 2 * q * (b * (1 if kind is HingeNeurons else model.n_params) + P)   # multiply-adds per row
         if K * unit > MAX_WORK:
@@ -218,7 +235,7 @@ class CrownTT(Certificate):
                 chi = torch.where(use.unsqueeze(-1), hi_[prow.clamp(min=0)], boxes.hi[parent])
                 caps.append((clo, chi, use))
         win = _Window(kind(model, settings), model, rows, x, y, plan, steps, ks[parent], settings,
-                      per_epoch=per_epoch, parent=parent, branch=branch, caps=caps)
+                      per_epoch=per_epoch, parent=parent, branch=branch, caps=caps, alpha_iters=self.alpha_iters)
         # Thousands of small tensor operations ([rows, objectives, P]): intra-op threads only add
         # synchronisation (measured 100x slower with 2 threads on a loaded 2-core machine).
         threads = torch.get_num_threads()
@@ -238,7 +255,7 @@ class CrownTT(Certificate):
             lo[j] = torch.maximum(lo[j], out.lo[K:][m].amin(0))
             hi[j] = torch.minimum(hi[j], out.hi[K:][m].amax(0))
         self.stats.append({"window_start": steps[0], "steps": F, "radii": K, "record_branches": extra,
-                           "uncertain_neurons": win.n_uncertain})
+                           "uncertain_neurons": win.n_uncertain, "alpha_iters": self.alpha_iters})
         return Interval(lo, hi)
 
 
@@ -262,7 +279,8 @@ class _Window:
     radius without a branch (its own index for such rows), whose intermediate bounds also hold
     for row j and cap them."""
 
-    def __init__(self, relax, model, boxes, x, y, plan, steps, ks, settings, *, per_epoch, parent, branch, caps=None):
+    def __init__(self, relax, model, boxes, x, y, plan, steps, ks, settings, *, per_epoch, parent, branch, caps=None,
+                 alpha_iters=0):
         self.rel, self.model = relax, model
         self.x, self.y, self.plan, self.steps = x, model.loss.labels(y), plan, steps
         self.ks = ks.to(torch.long)
@@ -277,6 +295,7 @@ class _Window:
         self.per_epoch = per_epoch
         self.parent, self.branch = parent, branch
         self.caps = caps              # per local step: (lo, hi, rows used) boxes containing theta'_t, or None
+        self.alpha_iters = alpha_iters
         self.has_branch = bool((branch >= 0).any())
         dt = boxes.lo.dtype
         self.dt = dt
@@ -296,9 +315,15 @@ class _Window:
         self.n_uncertain = 0
 
     # ------------------------------------------------------------------ bound of L . delta_t
-    def bound(self, L: torch.Tensor, t_end: int) -> torch.Tensor:
-        """Upper bounds [rows, q] of L[q] . delta_{t_end} (local step index) for every row."""
-        R = len(self.ks)
+    def bound(self, L: torch.Tensor, t_end: int, *, rows: torch.Tensor | None = None, lines=None) -> torch.Tensor:
+        """Upper bounds [rows, q] of L[q] . delta_{t_end} (local step index) for every row, or for
+        the rows ``rows``; ``lines(t)`` (optional) gives step t's relaxation for those rows with
+        one line per objective (certdp/bounds/crowntt_refine.py), else the window's own lines."""
+        if rows is None:
+            ks, branch, d0_lo, d0_hi = self.ks, self.branch, self.d0_lo, self.d0_hi
+        else:
+            ks, branch, d0_lo, d0_hi = self.ks[rows], self.branch[rows], self.d0_lo[rows], self.d0_hi[rows]
+        R = len(ks)
         lam_ = L.expand(R, -1, -1).clone()
         q = lam_.shape[1]
         const = torch.zeros(R, q, dtype=self.dt)
@@ -307,46 +332,52 @@ class _Window:
         if self.per_epoch:
             totals = torch.zeros(R, q, self.n_rec, dtype=self.dt)                # gains per record
         else:
-            kk = self.ks.clamp(max=self.b)
+            kk = ks.clamp(max=self.b)
             kmax = int(kk.max())
             per_step = torch.zeros(R, q, dtype=self.dt)
         for t in range(t_end - 1, -1, -1):
-            st, rx = self.st[t], self.rx[t]
+            st = self.st[t]
+            if lines is not None:
+                rx = lines(t)
+            elif rows is None:
+                rx = self.rx[t]
+            else:
+                rx = {key: v[rows] for key, v in self.rx[t].items()}
             la = lam_.abs()
-            expl += la @ st["r"]                                                 # the reference run's rounding
+            expl = expl + la @ st["r"]                                           # the reference run's rounding
             add, c, ms, comb, gain = self.rel.backsub(st, rx, lam_, self.eta)
-            const += c
+            const = const + c
             # const terms, kappa errors, the gains (each >= 0; a sum of some of them is used), and
             # Lambda_t's recombination error times |delta_t| <= D_t
-            mass += ms + gain.sum(-1) + (self.lam * la.sum(-1) + comb) * self.D[t]
+            mass = mass + ms + gain.sum(-1) + (self.lam * la.sum(-1) + comb) * self.D[t]
             if self.per_epoch:
-                totals.index_add_(2, self.rec[t], gain)
+                totals = totals.index_add(2, self.rec[t], gain)
             elif kmax > 0:
                 top = torch.topk(gain.clamp(min=0), kmax, dim=-1).values.cumsum(-1)
-                per_step += top.gather(-1, (kk - 1).clamp(min=0).view(R, 1, 1).expand(R, q, 1)).squeeze(-1) \
+                per_step = per_step + top.gather(-1, (kk - 1).clamp(min=0).view(R, 1, 1).expand(R, q, 1)).squeeze(-1) \
                     * (kk > 0).to(self.dt).view(R, 1)
             lam_ = self.lam * lam_ + add
         # start deviation box
-        dmax0 = torch.maximum(self.d0_lo.abs(), self.d0_hi.abs()).unsqueeze(1)
-        const += torch.maximum(lam_ * self.d0_lo.unsqueeze(1), lam_ * self.d0_hi.unsqueeze(1)).sum(-1)
-        mass += (lam_.abs() * dmax0).sum(-1)
-        const += self.budget(totals) if self.per_epoch else per_step
+        dmax0 = torch.maximum(d0_lo.abs(), d0_hi.abs()).unsqueeze(1)
+        const = const + torch.maximum(lam_ * d0_lo.unsqueeze(1), lam_ * d0_hi.unsqueeze(1)).sum(-1)
+        mass = mass + (lam_.abs() * dmax0).sum(-1)
+        const = const + (self.budget(totals, ks=ks, branch=branch) if self.per_epoch else per_step)
         return const + self.gammaN * (mass + const.abs()) + expl * (1 + 1e-6)
 
-    def budget(self, totals: torch.Tensor) -> torch.Tensor:
+    def budget(self, totals: torch.Tensor, *, ks: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         """The largest total gain of the substituted records (module docstring): ``totals``
         [rows, q, records] (each record's gains summed over its slots) -> [rows, q]: the sum of
         the k largest totals, or, in a branch, the branch record's total plus the k - 1 largest
-        of the others."""
+        of the others (``ks``, ``branch``: the rows' radii and branch records)."""
         R, q, n = totals.shape
         base = torch.zeros(R, q, dtype=self.dt)
-        kk = self.ks.clamp(max=n)
-        if self.has_branch:
-            has = (self.branch >= 0).view(R, 1)
-            br = self.branch.clamp(min=0).view(R, 1, 1).expand(R, q, 1)
+        kk = ks.clamp(max=n)
+        if bool((branch >= 0).any()):
+            has = (branch >= 0).view(R, 1)
+            br = branch.clamp(min=0).view(R, 1, 1).expand(R, q, 1)
             base = torch.where(has, totals.gather(-1, br).squeeze(-1), base)
             totals = totals.scatter(-1, br, torch.where(has.unsqueeze(-1), 0.0, totals.gather(-1, br)))
-            kk = torch.where(self.branch >= 0, self.ks - 1, self.ks).clamp(min=0, max=n)
+            kk = torch.where(branch >= 0, ks - 1, ks).clamp(min=0, max=n)
         kmax = int(kk.max())
         if kmax == 0:
             return base
@@ -390,6 +421,10 @@ class _Window:
             self.n_uncertain += int(rx["uncertain"].sum())
             theta = nxt
         eye = torch.eye(P, dtype=self.dt)
-        ub = self.bound(torch.cat([eye, -eye], 0), len(self.steps))
+        L = torch.cat([eye, -eye], 0)
+        ub = self.bound(L, len(self.steps))
+        if self.alpha_iters:
+            # every iterate of the slope optimisation is a sound bound (crowntt_refine docstring)
+            ub = torch.minimum(ub, optimise_slopes(self, L, iters=self.alpha_iters))
         hi, lo = theta + ub[:, :P], theta - ub[:, P:]
         return Interval(torch.minimum(lo, hi), torch.maximum(lo, hi))

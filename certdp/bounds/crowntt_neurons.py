@@ -16,6 +16,12 @@ def rounding_gamma(m: int) -> float:
     return m * U / (1 - m * U)
 
 
+def per_objective(v: torch.Tensor) -> torch.Tensor:
+    """A line coefficient [rows, b] shared by every objective as [rows, 1, b]; one chosen per
+    objective ([rows, q, b], the slope optimisation of certdp/bounds/crowntt_refine.py) unchanged."""
+    return v.unsqueeze(1) if v.dim() == 2 else v
+
+
 def _outward_line(slope: torch.Tensor, offset: torch.Tensor, vmax: torch.Tensor, up: bool,
                   scale: float = 1.0) -> torch.Tensor:
     """Offset shifted outward against the rounding of a line's coefficients: the evaluated line
@@ -99,14 +105,15 @@ class HingeNeurons:
         return {"al": al, "bl": bl, "au": au, "bu": bu, "vL": vL, "vU": vU, "uncertain": unc.sum(-1)}
 
     def backsub(self, st, rx, lam_, eta):
-        """One step backwards from Lambda_{t+1} = ``lam_`` [K, q, P]: (the coefficient added to
+        """One step backwards from Lambda_{t+1} = ``lam_`` [K, q, P] (the lines of ``rx`` either
+        shared by the objectives, [K, b], or one per objective, [K, q, b]): (the coefficient added to
         lam * Lambda_{t+1}, const [K, q], mass [K, q], comb [K, q]); mass: magnitudes whose
         rounding the caller charges at gamma_N (the const terms, and kappa's error times
         |a' - a| <= 1); comb: sum_n |kappa_n slope_n| ||w_n||_1 (Lambda_t's recombination)."""
         kap = -eta * (lam_ @ st["c"].T)                                        # [K, q, b]
         pos = kap >= 0
-        al = torch.where(pos, rx["au"].unsqueeze(1), rx["al"].unsqueeze(1))
-        be = torch.where(pos, rx["bu"].unsqueeze(1), rx["bl"].unsqueeze(1))
+        al = torch.where(pos, per_objective(rx["au"]), per_objective(rx["al"]))
+        be = torch.where(pos, per_objective(rx["bu"]), per_objective(rx["bl"]))
         diff = be - st["a"]
         const = (kap * diff).sum(-1)
         ka = kap * al
