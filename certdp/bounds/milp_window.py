@@ -54,7 +54,6 @@ class WindowProblem:
     lr: float
     clip: float
     k: int
-    nominal: np.ndarray | None = None   # [F+1, P] nominal parameters over the window: a warm start
 
 
 def build(prob: WindowProblem):
@@ -64,27 +63,21 @@ def build(prob: WindowProblem):
     g = prob.clip
     col_lo, col_hi, integ = [], [], []
 
-    # the nominal run as a feasible point (s = 0, its own activations), built beside the columns
-    nom = prob.nominal
-    start: list = []
-
-    def new(lo, hi, binary=False, value=0.0):
+    def new(lo, hi, binary=False):
         col_lo.append(lo); col_hi.append(hi); integ.append(1 if binary else 0)
-        start.append(min(max(value, lo), hi))
         return len(col_lo) - 1
 
     rows = _Rows()
-    theta = [[new(float(prob.boxes_lo[t, p]), float(prob.boxes_hi[t, p]),
-                  value=(float(nom[t, p]) if nom is not None else 0.0)) for p in range(P)]
+    theta = [[new(float(prob.boxes_lo[t, p]), float(prob.boxes_hi[t, p])) for p in range(P)]
              for t in range(F + 1)]
     subst = [new(0.0, 1.0, True) for _ in range(prob.n_records)]
     k_eff = min(prob.k, prob.n_records)
     if k_eff < prob.n_records:
         rows.add(subst, np.ones(prob.n_records), hi=float(k_eff))
     if not isinstance(prob.loss, MSE):
-        _hinge_steps(prob, theta, subst, rows, new, start)
-        return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows,
-                theta[F], (np.asarray(start) if nom is not None else None))
+        # hinge: aggregated per step (below); mse: one clipped-gradient column per slot and coordinate
+        _hinge_steps(prob, theta, subst, rows, new)
+        return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows, theta[F])
     for t in range(F):
         lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
         th = theta[t]
@@ -93,68 +86,35 @@ def build(prob: WindowProblem):
             x = prob.xt[t, i]
             yi = float(prob.y[t, i])
             s = subst[prob.rec[t, i]]
-            # affine clipped gradient per coordinate: (cols, coefs, const)
-            if isinstance(prob.loss, MSE):
-                # residual r = x . theta - y over the box: exact range
-                r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
-                r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
-            else:
-                m_lo = float(np.sum(np.minimum(yi * x * lo_t, yi * x * hi_t)))
-                m_hi = float(np.sum(np.maximum(yi * x * lo_t, yi * x * hi_t)))
-                kappa = np.clip(-yi * x, -g, g)
-                if m_hi < 1.0:
-                    act = None          # surely active: a = 1
-                elif m_lo >= 1.0:
-                    act = "off"         # surely inactive: a = 0
-                else:
-                    a_nom = float(nom is not None and float(yi * x @ nom[t]) < 1.0)
-                    act = new(0.0, 1.0, True, value=a_nom)
-                    # m <= 1 + (mU - 1)(1 - a);  m >= 1 - (1 - mL) a
-                    rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0]]), hi=m_hi)
-                    rows.add(th + [act], np.concatenate([yi * x, [1.0 - m_lo]]), lo=1.0)
+            # residual r = x . theta - y over the box: exact range
+            r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
+            r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
             for p in range(P):
                 Gc = new(-g, g)
                 G_cols.append((p, Gc))
-                if nom is not None:
-                    # the nominal clipped gradient of this slot and coordinate
-                    if isinstance(prob.loss, MSE):
-                        zn = 2.0 * x[p] * (float(x @ nom[t]) - yi)
-                    else:
-                        zn = (-yi * x[p]) if float(yi * x @ nom[t]) < 1.0 else 0.0
-                    start[Gc] = min(max(zn, -g), g)
-                if isinstance(prob.loss, MSE):
-                    scale = 2.0 * x[p]
-                    zc = scale * x                      # z = zc . theta - scale * y
-                    z0 = -scale * yi
-                    zl = min(scale * r_lo, scale * r_hi)
-                    zu = max(scale * r_lo, scale * r_hi)
-                    if zu <= -g or zl >= g:             # surely clipped: constant
-                        cols, coefs, const = [], [], (-g if zu <= -g else g)
-                    else:
-                        cols, coefs, const = list(th), list(zc), z0
-                        zn = (scale * (float(x @ nom[t]) - yi)) if nom is not None else 0.0
-                        if zu > g:                      # u = max(z - g, 0) leaves
-                            u = new(0.0, zu - g, value=max(zn - g, 0.0)); du = new(0.0, 1.0, True, value=float(zn > g))
-                            rows.add(th + [u], np.concatenate([zc, [-1.0]]), hi=g - z0)        # u >= z - g
-                            rows.add([u, du], [1.0, -(zu - g)], hi=0.0)                        # u <= U d
-                            # u <= z - g - L (1 - d), L = zl - g
-                            rows.add(th + [u, du], np.concatenate([-zc, [1.0, -(zl - g)]]), hi=z0 - g - (zl - g))
-                            cols.append(u); coefs.append(-1.0)
-                        if zl < -g:                     # v = max(-g - z, 0) enters
-                            v = new(0.0, -g - zl, value=max(-g - zn, 0.0)); dv = new(0.0, 1.0, True, value=float(zn < -g))
-                            rows.add(th + [v], np.concatenate([zc, [1.0]]), lo=-g - z0)        # v >= -g - z
-                            rows.add([v, dv], [1.0, -(-g - zl)], hi=0.0)                       # v <= U d
-                            # v <= -g - z - L (1 - d), L = -g - zu
-                            rows.add(th + [v, dv], np.concatenate([zc, [1.0, -(-g - zu)]]), hi=-g - z0 - (-g - zu))
-                            cols.append(v); coefs.append(1.0)
+                scale = 2.0 * x[p]
+                zc = scale * x                      # z = zc . theta - scale * y
+                z0 = -scale * yi
+                zl = min(scale * r_lo, scale * r_hi)
+                zu = max(scale * r_lo, scale * r_hi)
+                if zu <= -g or zl >= g:             # surely clipped: constant
+                    cols, coefs, const = [], [], (-g if zu <= -g else g)
                 else:
-                    kp = float(kappa[p])
-                    if act is None:
-                        cols, coefs, const = [], [], kp
-                    elif act == "off":
-                        cols, coefs, const = [], [], 0.0
-                    else:
-                        cols, coefs, const = [act], [kp], 0.0
+                    cols, coefs, const = list(th), list(zc), z0
+                    if zu > g:                      # u = max(z - g, 0) leaves
+                        u = new(0.0, zu - g); du = new(0.0, 1.0, True)
+                        rows.add(th + [u], np.concatenate([zc, [-1.0]]), hi=g - z0)        # u >= z - g
+                        rows.add([u, du], [1.0, -(zu - g)], hi=0.0)                        # u <= U d
+                        # u <= z - g - L (1 - d), L = zl - g
+                        rows.add(th + [u, du], np.concatenate([-zc, [1.0, -(zl - g)]]), hi=z0 - g - (zl - g))
+                        cols.append(u); coefs.append(-1.0)
+                    if zl < -g:                     # v = max(-g - z, 0) enters
+                        v = new(0.0, -g - zl); dv = new(0.0, 1.0, True)
+                        rows.add(th + [v], np.concatenate([zc, [1.0]]), lo=-g - z0)        # v >= -g - z
+                        rows.add([v, dv], [1.0, -(-g - zl)], hi=0.0)                       # v <= U d
+                        # v <= -g - z - L (1 - d), L = -g - zu
+                        rows.add(th + [v, dv], np.concatenate([zc, [1.0, -(-g - zu)]]), hi=-g - z0 - (-g - zu))
+                        cols.append(v); coefs.append(1.0)
                 # |G - c| <= 2 g s
                 cc = np.asarray(coefs, dtype=np.float64)
                 rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [-2 * g]]), hi=const)
@@ -165,10 +125,10 @@ def build(prob: WindowProblem):
             rows.add([theta[t + 1][p], theta[t][p]] + gs,
                      np.concatenate([[1.0, -prob.lam], np.full(len(gs), prob.lr / b)]), lo=0.0, hi=0.0)
     return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows,
-            theta[F], (np.asarray(start) if nom is not None else None))
+            theta[F])
 
 
-def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, start) -> None:
+def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new) -> None:
     """The hinge window's steps, aggregated per step (module docstring of certdp/bounds/milp.py).
 
     Slot i of step t (record j, s_j its substitution binary) contributes u_i kappa_i + e_i with
@@ -181,7 +141,6 @@ def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, start) -> 
     column per step and coordinate instead of b."""
     F, b, P = prob.xt.shape
     g, eta = prob.clip, prob.lr / b
-    nom = prob.nominal
     for t in range(F):
         lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
         th = theta[t]
@@ -205,12 +164,11 @@ def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, start) -> 
                 for p in range(P):
                     cols[p].append(s); coefs[p].append(-float(kappa[p]))
                 continue
-            a_nom = float(nom is not None and float(yi * x @ nom[t]) < 1.0)
-            act = new(0.0, 1.0, True, value=a_nom)
+            act = new(0.0, 1.0, True)
             # m <= 1 + (mU - 1)(1 - a);  m >= 1 - (1 - mL) a
             rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0]]), hi=m_hi)
             rows.add(th + [act], np.concatenate([yi * x, [1.0 - m_lo]]), lo=1.0)
-            u = new(0.0, 1.0, value=a_nom)
+            u = new(0.0, 1.0)
             rows.add([u, act], [1.0, -1.0], hi=0.0)         # u <= a
             rows.add([u, s], [1.0, 1.0], hi=1.0)            # u <= 1 - s
             rows.add([u, act, s], [1.0, -1.0, 1.0], lo=0.0)  # u >= a - s
@@ -218,7 +176,7 @@ def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, start) -> 
                 if kappa[p] != 0.0:
                     cols[p].append(u); coefs[p].append(float(kappa[p]))
         for p in range(P):
-            E = new(-g * b, g * b, value=0.0)
+            E = new(-g * b, g * b)
             rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, -g)]), hi=0.0)
             rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, g)]), lo=0.0)
             # theta_{t+1} = lam theta_t - eta (const + sum coefs . cols + E)
@@ -254,7 +212,7 @@ def _highs():
     return h
 
 
-def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, start=None, lp_only=False):
+def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=False):
     """Per target: the LP relaxation's optimum (a proven bound, cheap), then unless ``lp_only``
     the MIP with the time left of the target's ``time_limit``; the larger of the two proven lower
     bounds is returned (None: neither)."""
@@ -312,12 +270,6 @@ def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, star
     for j, (col, sign) in enumerate(targets):
         objective(col, sign)
         h.setOptionValue("time_limit", max(1e-3, float(time_limit) - lp_sec[j]))
-        if start is not None:
-            # a feasible incumbent (the nominal run): it prunes, but the bound used is the dual one
-            sol = highspy.HighsSolution()
-            sol.col_value = list(start)
-            sol.value_valid = True
-            h.setSolution(sol)
         h.run()
         st = h.getModelStatus()
         info = h.getInfo()
@@ -344,7 +296,7 @@ def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, star
     return out, stats
 
 
-def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, start=None, lp_only=False):
+def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=False):
     import pulp
     stats = {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0}
 
@@ -414,11 +366,11 @@ def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: f
     """Proven bounds (lo[P], hi[P]) of theta_F for one radius (None entries: no proven bound);
     ``lp_only``: the LP relaxation's optimum only."""
     t0 = time.perf_counter()
-    col_lo, col_hi, integ, rows, thF, start = build(prob)
+    col_lo, col_hi, integ, rows, thF = build(prob)
     targets = [(c, 1.0) for c in thF] + [(c, -1.0) for c in thF]
     fn = _solve_highs if solver == "highs" else _solve_cbc
     try:
-        vals, stats = fn(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, start=start, lp_only=lp_only)
+        vals, stats = fn(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=lp_only)
     except ImportError:
         if solver != "highs":
             raise
