@@ -210,7 +210,10 @@ class MILP(Certificate):
         if solve not in SOLVE:
             raise ConfigError("certificate.solve", f"unknown '{solve}'; allowed: {', '.join(SOLVE)}")
         self.solve = solve
-        self.substitutions = check_substitutions(substitutions)
+        # not named ``substitutions``: AGT hands a window engine with that attribute set to
+        # per_epoch every radius below the slots of an epoch; the MILP keeps radii >= b on the
+        # data-independent cover (the trivial box its per-batch bounds give there anyway)
+        self.variable_bounds = check_substitutions(substitutions)
         self.run_time_limit = rtl
         self.window_steps = F
         self.time_limit = tl
@@ -311,7 +314,7 @@ class MILP(Certificate):
         # led_end theta'_{t0+F}, for every neighbour within k
         pos = (ks >= 1).nonzero().flatten()
         led, led_end = None, None
-        if self.substitutions == "per_epoch" and not full and len(pos) and step_boxes is not None:
+        if self.variable_bounds == "per_epoch" and not full and len(pos) and step_boxes is not None:
             ref = (boxes.lo[0] + boxes.hi[0]) / 2
             env, trace = step_boxes(engine=IBP(substitutions="per_epoch"), ref=ref, ks=ks[pos].tolist(),
                                     start_box=Interval(boxes.lo[pos], boxes.hi[pos]),
