@@ -24,7 +24,9 @@ Window encoding (one MILP per radius k and window t0..t0+F-1, start box T_k(t0))
   The hinge window is encoded aggregated (milp_window._hinge_steps): G_ti = u_i kappa_i + e_i with
   u_i = a_i (1 - s_j) (linearised exactly for binary a, s) and e_i in [-g s_j, g s_j]^P, and only
   the step's sum E_t = sum_i e_i, |E_t,p| <= g sum_{i in B_t} s_j(i), is a column: the same set
-  of trajectories with b u-columns per step instead of b P G-columns.
+  of trajectories with b u-columns per step instead of b P G-columns (blobs, one step: 87
+  columns and 128 rows instead of 238 and 410; HiGHS's presolve got most of that already, the
+  CPU time was the same).
 
 Objectives (``solve``).  ``milp`` (default): each objective's LP relaxation first (all binaries in
 [0, 1]; its optimum is a proven bound on the MIP's, and on blobs it costs ~0.1 s against tens of
