@@ -244,6 +244,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
     if trace is not None and window:
         raise ValueError("trace needs a per-step engine")
+    if window:
+        cert.start_run(windows=len(blocks), steps=range(order[0], order[-1] + 1) if order else range(0))
     it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
     for block in it:
         if trace is not None:

@@ -299,6 +299,8 @@ NEST = [
      {"frequency": 3, "workers": 1, "on_time_limit": "refuse", "mip_gap": 1e-7}, 6, 0.3, 0.5, 1.0),
     ("milp-hinge-sgd", (2, 1), "hinge", "milp",
      {"frequency": 2, "workers": 1, "on_time_limit": "refuse", "mip_gap": 1e-7}, 6, 0.5, 0.3, 1.0),
+    ("milp-lp-hinge-sgd", (2, 1), "hinge", "milp",
+     {"frequency": 3, "workers": 1, "on_time_limit": "refuse", "solve": "lp"}, 6, 0.5, 0.3, 1.0),
 ]
 
 

@@ -209,6 +209,11 @@ class Certificate(ABC):
         running a per-step engine over the same window (engines that cap their bounds by it)."""
         raise NotImplementedError(f"certificate '{self.name}' sets window_steps but does not implement window_bounds")
 
+    def start_run(self, *, windows: int, steps: range) -> None:
+        """Called by AGT before the ``windows`` calls of ``window_bounds`` of one pass over the
+        plan's ``steps`` (window engines with a budget over the whole pass start its clock here,
+        or bound the whole pass once); a no-op by default."""
+
     def scratch(self, shape: tuple, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Two reusable buffers of ``shape`` private to this engine, for per-sample bounds that are
         reduced before a hook returns: AGT asks for the same large [M, P, b] tensors every step,

@@ -74,6 +74,10 @@ def build(prob: WindowProblem):
     k_eff = min(prob.k, prob.n_records)
     if k_eff < prob.n_records:
         rows.add(subst, np.ones(prob.n_records), hi=float(k_eff))
+    if not isinstance(prob.loss, MSE):
+        # hinge: aggregated per step (below); mse: one clipped-gradient column per slot and coordinate
+        _hinge_steps(prob, theta, subst, rows, new)
+        return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows, theta[F])
     for t in range(F):
         lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
         th = theta[t]
@@ -82,59 +86,35 @@ def build(prob: WindowProblem):
             x = prob.xt[t, i]
             yi = float(prob.y[t, i])
             s = subst[prob.rec[t, i]]
-            # affine clipped gradient per coordinate: (cols, coefs, const)
-            if isinstance(prob.loss, MSE):
-                # residual r = x . theta - y over the box: exact range
-                r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
-                r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
-            else:
-                m_lo = float(np.sum(np.minimum(yi * x * lo_t, yi * x * hi_t)))
-                m_hi = float(np.sum(np.maximum(yi * x * lo_t, yi * x * hi_t)))
-                kappa = np.clip(-yi * x, -g, g)
-                if m_hi < 1.0:
-                    act = None          # surely active: a = 1
-                elif m_lo >= 1.0:
-                    act = "off"         # surely inactive: a = 0
-                else:
-                    act = new(0.0, 1.0, True)
-                    # m <= 1 + (mU - 1)(1 - a);  m >= 1 - (1 - mL) a
-                    rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0]]), hi=m_hi)
-                    rows.add(th + [act], np.concatenate([yi * x, [1.0 - m_lo]]), lo=1.0)
+            # residual r = x . theta - y over the box: exact range
+            r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
+            r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
             for p in range(P):
                 Gc = new(-g, g)
                 G_cols.append((p, Gc))
-                if isinstance(prob.loss, MSE):
-                    scale = 2.0 * x[p]
-                    zc = scale * x                      # z = zc . theta - scale * y
-                    z0 = -scale * yi
-                    zl = min(scale * r_lo, scale * r_hi)
-                    zu = max(scale * r_lo, scale * r_hi)
-                    if zu <= -g or zl >= g:             # surely clipped: constant
-                        cols, coefs, const = [], [], (-g if zu <= -g else g)
-                    else:
-                        cols, coefs, const = list(th), list(zc), z0
-                        if zu > g:                      # u = max(z - g, 0) leaves
-                            u = new(0.0, zu - g); du = new(0.0, 1.0, True)
-                            rows.add(th + [u], np.concatenate([zc, [-1.0]]), hi=g - z0)        # u >= z - g
-                            rows.add([u, du], [1.0, -(zu - g)], hi=0.0)                        # u <= U d
-                            # u <= z - g - L (1 - d), L = zl - g
-                            rows.add(th + [u, du], np.concatenate([-zc, [1.0, -(zl - g)]]), hi=z0 - g - (zl - g))
-                            cols.append(u); coefs.append(-1.0)
-                        if zl < -g:                     # v = max(-g - z, 0) enters
-                            v = new(0.0, -g - zl); dv = new(0.0, 1.0, True)
-                            rows.add(th + [v], np.concatenate([zc, [1.0]]), lo=-g - z0)        # v >= -g - z
-                            rows.add([v, dv], [1.0, -(-g - zl)], hi=0.0)                       # v <= U d
-                            # v <= -g - z - L (1 - d), L = -g - zu
-                            rows.add(th + [v, dv], np.concatenate([zc, [1.0, -(-g - zu)]]), hi=-g - z0 - (-g - zu))
-                            cols.append(v); coefs.append(1.0)
+                scale = 2.0 * x[p]
+                zc = scale * x                      # z = zc . theta - scale * y
+                z0 = -scale * yi
+                zl = min(scale * r_lo, scale * r_hi)
+                zu = max(scale * r_lo, scale * r_hi)
+                if zu <= -g or zl >= g:             # surely clipped: constant
+                    cols, coefs, const = [], [], (-g if zu <= -g else g)
                 else:
-                    kp = float(kappa[p])
-                    if act is None:
-                        cols, coefs, const = [], [], kp
-                    elif act == "off":
-                        cols, coefs, const = [], [], 0.0
-                    else:
-                        cols, coefs, const = [act], [kp], 0.0
+                    cols, coefs, const = list(th), list(zc), z0
+                    if zu > g:                      # u = max(z - g, 0) leaves
+                        u = new(0.0, zu - g); du = new(0.0, 1.0, True)
+                        rows.add(th + [u], np.concatenate([zc, [-1.0]]), hi=g - z0)        # u >= z - g
+                        rows.add([u, du], [1.0, -(zu - g)], hi=0.0)                        # u <= U d
+                        # u <= z - g - L (1 - d), L = zl - g
+                        rows.add(th + [u, du], np.concatenate([-zc, [1.0, -(zl - g)]]), hi=z0 - g - (zl - g))
+                        cols.append(u); coefs.append(-1.0)
+                    if zl < -g:                     # v = max(-g - z, 0) enters
+                        v = new(0.0, -g - zl); dv = new(0.0, 1.0, True)
+                        rows.add(th + [v], np.concatenate([zc, [1.0]]), lo=-g - z0)        # v >= -g - z
+                        rows.add([v, dv], [1.0, -(-g - zl)], hi=0.0)                       # v <= U d
+                        # v <= -g - z - L (1 - d), L = -g - zu
+                        rows.add(th + [v, dv], np.concatenate([zc, [1.0, -(-g - zu)]]), hi=-g - z0 - (-g - zu))
+                        cols.append(v); coefs.append(1.0)
                 # |G - c| <= 2 g s
                 cc = np.asarray(coefs, dtype=np.float64)
                 rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [-2 * g]]), hi=const)
@@ -146,6 +126,63 @@ def build(prob: WindowProblem):
                      np.concatenate([[1.0, -prob.lam], np.full(len(gs), prob.lr / b)]), lo=0.0, hi=0.0)
     return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows,
             theta[F])
+
+
+def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new) -> None:
+    """The hinge window's steps, aggregated per step (module docstring of certdp/bounds/milp.py).
+
+    Slot i of step t (record j, s_j its substitution binary) contributes u_i kappa_i + e_i with
+    u_i = a_i (1 - s_j) (the original record's clipped gradient a_i kappa_i, kappa_i =
+    clip(-y_i x~_i), a_i = 1[m_i < 1]) and e_i in [-g s_j, g s_j]^P (a substituted record's
+    gradient: anything in [-g, g]).  For binary a, s this is exactly G_i of the per-slot encoding
+    (s_j = 0: G_i = a_i kappa_i; s_j = 1: G_i = e_i, free in [-g, g]), with u_i linearised by
+    u <= a, u <= 1 - s, u >= a - s (exact at binary a, s).  The e_i of a step enter only through
+    their sum E_t = sum_i e_i, whose exact range is |E_t,p| <= g sum_{i in B_t} s_j(i): one
+    column per step and coordinate instead of b."""
+    F, b, P = prob.xt.shape
+    g, eta = prob.clip, prob.lr / b
+    for t in range(F):
+        lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
+        th = theta[t]
+        cols: list[list] = [[] for _ in range(P)]
+        coefs: list[list] = [[] for _ in range(P)]
+        const = np.zeros(P)
+        s_step = []
+        for i in range(b):
+            x = prob.xt[t, i]
+            yi = float(prob.y[t, i])
+            s = subst[prob.rec[t, i]]
+            s_step.append(s)
+            kappa = np.clip(-yi * x, -g, g)
+            m_lo = float(np.sum(np.minimum(yi * x * lo_t, yi * x * hi_t)))
+            m_hi = float(np.sum(np.maximum(yi * x * lo_t, yi * x * hi_t)))
+            if m_lo >= 1.0:
+                continue                                    # surely inactive: a = 0, u = 0
+            if m_hi < 1.0:
+                # surely active: a = 1, u = 1 - s
+                const += kappa
+                for p in range(P):
+                    cols[p].append(s); coefs[p].append(-float(kappa[p]))
+                continue
+            act = new(0.0, 1.0, True)
+            # m <= 1 + (mU - 1)(1 - a);  m >= 1 - (1 - mL) a
+            rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0]]), hi=m_hi)
+            rows.add(th + [act], np.concatenate([yi * x, [1.0 - m_lo]]), lo=1.0)
+            u = new(0.0, 1.0)
+            rows.add([u, act], [1.0, -1.0], hi=0.0)         # u <= a
+            rows.add([u, s], [1.0, 1.0], hi=1.0)            # u <= 1 - s
+            rows.add([u, act, s], [1.0, -1.0, 1.0], lo=0.0)  # u >= a - s
+            for p in range(P):
+                if kappa[p] != 0.0:
+                    cols[p].append(u); coefs[p].append(float(kappa[p]))
+        for p in range(P):
+            E = new(-g * b, g * b)
+            rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, -g)]), hi=0.0)
+            rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, g)]), lo=0.0)
+            # theta_{t+1} = lam theta_t - eta (const + sum coefs . cols + E)
+            rows.add([theta[t + 1][p], th[p], E] + cols[p],
+                     np.concatenate([[1.0, -prob.lam, eta], eta * np.asarray(coefs[p], dtype=np.float64)]),
+                     lo=-eta * float(const[p]), hi=-eta * float(const[p]))
 
 
 # ------------------------------------------------------------------------ solvers
@@ -175,7 +212,10 @@ def _highs():
     return h
 
 
-def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
+def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=False):
+    """Per target: the LP relaxation's optimum (a proven bound, cheap), then unless ``lp_only``
+    the MIP with the time left of the target's ``time_limit``; the larger of the two proven lower
+    bounds is returned (None: neither)."""
     import highspy
     h = _highs()
     for name, v in (("threads", 1), *HIGHS_TOLERANCES.items(),
@@ -191,40 +231,72 @@ def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
     hi = np.array([(inf if math.isinf(v) else v) for v in rows.upper], dtype=np.float64)
     h.addRows(len(lo), lo, hi, len(idx), starts, idx, val)
     ints = np.nonzero(integ)[0].astype(np.int32)
-    if len(ints):
-        h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
     is_mip = len(ints) > 0
-    out, stats = [], {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0}
+    stats = {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0, "lp_better": 0,
+             "lp_seconds": 0.0, "mip_seconds": 0.0}
     allc = np.arange(n, dtype=np.int32)
-    for col, sign in targets:
+    optimal = highspy.HighsModelStatus.kOptimal
+
+    def objective(col, sign):
         cost = np.zeros(n); cost[col] = sign
         h.changeColsCost(n, allc, cost)
+
+    # 1. the LP relaxation of every target (all columns continuous): its optimum bounds the MIP's
+    lp_val, lp_sec = [None] * len(targets), [0.0] * len(targets)
+    for j, (col, sign) in enumerate(targets):
+        objective(col, sign)
+        t0 = time.perf_counter()
+        h.run()
+        lp_sec[j] = time.perf_counter() - t0
+        st = h.getModelStatus()
+        if st == optimal:
+            v = float(h.getInfo().objective_function_value)
+            lp_val[j] = v if math.isfinite(v) else None
+        elif st == highspy.HighsModelStatus.kTimeLimit and (lp_only or not is_mip):
+            stats["time_limited"] += 1
+        h.clearSolver()
+    stats["lp_seconds"] = float(sum(lp_sec))
+    if lp_only or not is_mip:
+        out = []
+        for v in lp_val:
+            stats["proven" if v is not None else "fallback"] += 1
+            stats["not_optimal"] += v is None
+            out.append(v)
+        return out, stats
+    # 2. the MIP, each target with what its LP left of the time limit
+    h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
+    out = []
+    t_mip = time.perf_counter()
+    for j, (col, sign) in enumerate(targets):
+        objective(col, sign)
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit) - lp_sec[j]))
         h.run()
         st = h.getModelStatus()
         info = h.getInfo()
         if st == highspy.HighsModelStatus.kTimeLimit:
             stats["time_limited"] += 1
-        if st != highspy.HighsModelStatus.kOptimal:
+        if st != optimal:
             stats["not_optimal"] += 1           # a bound, but not within the stopping gap
         bound = None
-        if is_mip:
-            if st in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
-                      highspy.HighsModelStatus.kIterationLimit, highspy.HighsModelStatus.kSolutionLimit,
-                      highspy.HighsModelStatus.kInterrupt):
-                bound = float(info.mip_dual_bound)
-        elif st == highspy.HighsModelStatus.kOptimal:
-            bound = float(info.objective_function_value)
-        if bound is None or not math.isfinite(bound):
+        if st in (optimal, highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kIterationLimit,
+                  highspy.HighsModelStatus.kSolutionLimit, highspy.HighsModelStatus.kInterrupt):
+            bound = float(info.mip_dual_bound)
+            if not math.isfinite(bound):
+                bound = None
+        if lp_val[j] is not None and (bound is None or lp_val[j] > bound):
+            stats["lp_better"] += 1
+            bound = lp_val[j]
+        if bound is None:
             stats["fallback"] += 1
-            out.append(None)
         else:
             stats["proven"] += 1
-            out.append(bound)
+        out.append(bound)
         h.clearSolver()
+    stats["mip_seconds"] = time.perf_counter() - t_mip
     return out, stats
 
 
-def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
+def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=False):
     import pulp
     stats = {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0}
 
@@ -245,6 +317,19 @@ def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
                     prob += (e <= hi), f"r{r}u"
         return prob, vs
 
+    if lp_only:
+        rp, rv = make(True)
+        out = []
+        for col, sign in targets:
+            rp.setObjective(pulp.LpAffineExpression([(rv[col], float(sign))]))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                rp.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, timeLimit=time_limit))
+            bound = float(pulp.value(rp.objective)) if rp.status == pulp.LpStatusOptimal else None
+            stats["proven" if bound is not None else "fallback"] += 1
+            stats["not_optimal"] += bound is None
+            out.append(bound)
+        return out, stats
     prob, vs = make(False)
     relax = None
     out = []
@@ -277,18 +362,19 @@ def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap):
     return out, stats
 
 
-def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: float):
-    """Proven bounds (lo[P], hi[P]) of theta_F for one radius (None entries: no proven bound)."""
+def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: float, lp_only: bool = False):
+    """Proven bounds (lo[P], hi[P]) of theta_F for one radius (None entries: no proven bound);
+    ``lp_only``: the LP relaxation's optimum only."""
     t0 = time.perf_counter()
     col_lo, col_hi, integ, rows, thF = build(prob)
     targets = [(c, 1.0) for c in thF] + [(c, -1.0) for c in thF]
     fn = _solve_highs if solver == "highs" else _solve_cbc
     try:
-        vals, stats = fn(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap)
+        vals, stats = fn(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=lp_only)
     except ImportError:
         if solver != "highs":
             raise
-        vals, stats = _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap)
+        vals, stats = _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=lp_only)
     P = len(thF)
     lo = np.array([(v if v is not None else -np.inf) for v in vals[:P]])
     hi = np.array([(-v if v is not None else np.inf) for v in vals[P:]])
@@ -298,5 +384,5 @@ def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: f
 
 
 def solve_task(args):
-    prob, solver, time_limit, mip_gap = args
-    return solve_window(prob, solver, time_limit, mip_gap)
+    prob, solver, time_limit, mip_gap, lp_only = args
+    return solve_window(prob, solver, time_limit, mip_gap, lp_only)

@@ -160,6 +160,7 @@ def _workers(value: Any, key: str) -> int:
 OPTION_PARSERS = {
     "frequency": partial(integer, lo=1, hi=MAX_STEPS),
     "time_limit": partial(real, lo=0, lo_open=True),
+    "run_time_limit": partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
     "solver": text,
     "workers": _workers,
     "mip_gap": partial(real, lo=0),
