@@ -141,6 +141,27 @@ def test_blobs_draws_the_basic_composition_arm_beside_the_accounted_one(tmp_path
     assert set(data.arm) >= {"DP-SGD (matched, basic composition)", "DP-SGD (matched, accounted)"}
 
 
+def test_blobs_labels_ags_runs_without_a_smoothness_proof(tmp_path):
+    """The other certificates' AGS runs are drawn beside the MILP windows; a run whose results say
+    smoothness_proof=False carries 'unproven smoothness' in its label and is dashed."""
+    runs = {}
+    for rid, acc, proof in (("ags_F", 0.6, False), ("ags_ibp", 0.55, True), ("ags_crowntt", 0.85, False)):
+        d = tmp_path / rid
+        d.mkdir()
+        pd.DataFrame([{"arm": "AGS", "mechanism": m, "epsilon": e, "accuracy_median": acc, "nonprivate_accuracy": 0.88,
+                       "certificate": "milp", "smoothness_proof": proof}
+                      for e in EPS for m in ("cauchy_p", "laplace_p")]).to_csv(d / "results.csv")
+        runs[rid] = [F.RunResult(rid, d, {"certificate.frequency": 10} if rid == "ags_F" else {}, ok=True)]
+    style.apply()
+    fig, data = PLOTS["blobs_ags"](F.Runs(runs))
+    lines = {ln.get_label(): ln for ln in _lines(fig.axes[0])}
+    assert lines["AGS (IBP ledger)"].get_linestyle() == "-"
+    np.testing.assert_allclose(lines["AGS (IBP ledger)"].get_ydata(), 0.55)
+    assert lines["AGS (CROWN-TT + slopes, unproven smoothness)"].get_linestyle() == "--"
+    assert "AGS (MILP, F = 10, unproven smoothness)" in lines
+    assert "AGS (LP windows, F = 10)" not in lines            # a run that is missing is not drawn
+
+
 def test_ablation_grid_runs_both_modes_below_full_batch_and_full_batch_once():
     exps = F.load_experiments()
     for name in ("agtr_ablation", "agtr_certificates"):

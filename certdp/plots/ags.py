@@ -32,10 +32,15 @@ def _accuracy_panel(ax, series, rows, tag):
                  for e, ee, a in zip(q.epsilon, e2e, q.accuracy_median)]
 
 
+# AGS runs of blobs_ags with other certificates than the MILP windows: (run id, label, colour)
+OTHER_AGS = (("ags_ibp", "IBP ledger", "#d95f02"), ("ags_lp", "LP windows, F = 10", "#7570b3"),
+             ("ags_crowntt", "CROWN-TT + slopes", "#e7298a"))
+
+
 def blobs_ags(runs, *, profile: str = "paper"):
     """Accuracy against epsilon on blobs: AGS per MILP frequency F (Cauchy pure, Laplace approx),
-    AGS with the other certificates (runs ``ags_cert``: the proven per-epoch IBP ledger, CROWN
-    through time; a run without a smoothness proof is labelled so and drawn dashed), matched
+    AGS with the other certificates (runs ``ags_ibp``, ``ags_lp``, ``ags_crowntt``: the per-epoch IBP
+    ledger, LP windows, CROWN through time; a run without a smoothness proof is labelled so and drawn dashed), matched
     DP-SGD with basic composition over every step (the caption's arm) and accounted over the
     batches a record is in, PATE; dotted: non-private accuracy.  Medians over draws."""
     fig, axes = style.panels(2, width=3.4, sharey=True)
@@ -55,14 +60,16 @@ def blobs_ags(runs, *, profile: str = "paper"):
             proven = bool(res.smoothness_proof.iloc[0]) if "smoothness_proof" in res else True
             series.append((f"AGS ({cert}, F = {f}{'' if proven else ', unproven smoothness'})", "AGS", q,
                            {"color": col, "marker": "o"}))
-        for r, col in zip(runs.ok("ags_cert"), ("#d95f02", "#7570b3", "#e7298a")):
+        for rid, name, col in OTHER_AGS:
+            r = runs.one(rid)
+            if r is None:
+                continue
             res = r.csv("results")
             nonpriv = float(res.nonprivate_accuracy.iloc[0])
             q = res[(res.arm == "AGS") & (res.mechanism == AGS_MECH[regime])].sort_values("epsilon")
             proven = bool(res.smoothness_proof.iloc[0]) if "smoothness_proof" in res else True
-            cert = str(res.certificate.iloc[0]).upper() if "certificate" in res else "?"
-            label = f"AGS ({cert}{'' if proven else ', unproven smoothness'})"
-            series.append((label, "AGS", q, {"color": col, "marker": "D", "ls": "-" if proven else "--"}))
+            series.append((f"AGS ({name}{'' if proven else ', unproven smoothness'})", "AGS", q,
+                           {"color": col, "marker": "D", "ls": "-" if proven else "--"}))
         if bres is not None:
             nonpriv = nonpriv or float(bres.nonprivate_accuracy.iloc[0])
             for arm, q in _baseline_rows(bres, regime).items():
