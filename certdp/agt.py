@@ -225,7 +225,15 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     # batch may be entirely substituted: C_t)
     E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
              else None)
-    live = qs < (b * E_win if E_win else min(b * window, n) if (window and cert.window_budget) else b)
+    if window and cert.window_budget:
+        # ... and a MILP whose variable bounds come from the per-epoch ledger stays informative
+        # wherever the ledger is: below the slots of an epoch
+        E_vb = (epoch_length(plan, n) if (not full and getattr(cert, "variable_bounds", "per_batch") == "per_epoch")
+                else None)
+        limit = max(min(b * window, n), b * E_vb if E_vb else 0)
+    else:
+        limit = b * E_win if E_win else b
+    live = qs < limit
     n_live = int(live.sum())
     q_live = qs[:n_live]
     grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E

@@ -137,3 +137,27 @@ def test_radii_from_the_batch_size_on_stay_informative_and_sound(loss):
             X, Y = neighbours(mode, k, 60, x, y, plan, loss, 1, torch.Generator().manual_seed(7 * k))
             th = train(m, th0.expand(60, -1), X, Y, st, plan=plan)
             assert ((th >= env.lo[j] - 1e-10) & (th <= env.hi[j] + 1e-10)).all(), (mode, k)
+
+
+@pytest.mark.parametrize("loss", ["mse", "hinge"])
+def test_ledger_bounded_windows_stay_informative_up_to_an_epochs_slots(loss):
+    """With variable bounds from the per-epoch ledger (the default), radii from F b up to the
+    slots of an epoch are computed (the ledger is informative there) and contain retrained
+    neighbours; with per-batch variable bounds they are the trivial cover."""
+    m, x, y, st = _problem(loss, N=20)
+    th0 = m.init(0)
+    plan = batch_plan(x.shape[0], st)
+    ks = [5, 8, 20]                                   # b = 5, E = 4: F b = 5, b E = 20 = N
+    env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("milp", frequency=1, workers=1), plan=plan,
+                  progress=False)
+    pb = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("milp", frequency=1, workers=1,
+                                                                    substitutions="per_batch"),
+                 plan=plan, progress=False)
+    w, wpb = env.widths().sum(-1), pb.widths().sum(-1)
+    assert w[0] < w[2] and w[1] < w[2]
+    assert torch.allclose(wpb[0], wpb[2]) and torch.allclose(wpb[1], wpb[2])
+    for j, k in enumerate(ks[:2]):
+        for mode in ("random", "adversarial"):
+            X, Y = neighbours(mode, k, 60, x, y, plan, loss, 1, torch.Generator().manual_seed(11 * k))
+            th = train(m, th0.expand(60, -1), X, Y, st, plan=plan)
+            assert ((th >= env.lo[j] - 1e-10) & (th <= env.hi[j] + 1e-10)).all(), (mode, k)

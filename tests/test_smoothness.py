@@ -322,8 +322,9 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     E = epoch_length(plan, n)
     if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
         b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
-    if engine.window_budget:        # the MILP budgets the records of each window: data-dependent below min(F b, N)
-        b = min(b * engine.window_steps, n)
+    if engine.window_budget:        # the MILP budgets the records of each window: data-dependent below min(F b, N),
+        # and below the slots of an epoch where its variable bounds come from the per-epoch ledger
+        b = max(min(b * engine.window_steps, n), b * E if E is not None and engine.variable_bounds == "per_epoch" else 0)
     assert engine.nesting_monotone
     th0 = m.init(2)
     run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)
