@@ -33,7 +33,7 @@ def _accuracy_panel(ax, series, rows, tag):
 
 
 # AGS runs of blobs_ags with other certificates than the MILP windows: (run id, label, colour)
-OTHER_AGS = (("ags_ibp", "IBP ledger", "#d95f02"), ("ags_lp", "LP windows, F = 10", "#7570b3"),
+OTHER_AGS = (("ags_ibp", "IBP ledger", "#d95f02"), ("ags_lp", "LP windows, F = 10", "#1b9e77"),
              ("ags_crowntt", "CROWN-TT + slopes", "#e7298a"))
 
 
