@@ -134,6 +134,9 @@ bad("agtr", "certificate.frequency", ["abc", "0", "2.7"], base=MILP)
 bad("agtr", "certificate.solver", ["foo"], base=MILP)
 bad("agtr", "certificate.run_time_limit", ["0", "-5", "abc", "nan", "true"], base=MILP)
 bad("agtr", "certificate.solve", ["foo"], base=MILP)
+# a run budget under on_time_limit=refuse would stop the run at the first solve it cuts short
+case("agtr", ["certificate.run_time_limit=60", "certificate.on_time_limit=refuse"], "certificate.run_time_limit",
+     base=MILP)
 bad("agtr", "certificate.substitutions", ["per_step"], base=MILP)
 case("agtr", ["dataset.output_range=null"], ("dataset.output_range", "privacy.global_sensitivity"))
 bad("certify", "staircase.k_max", ["many"])

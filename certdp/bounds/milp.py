@@ -211,12 +211,18 @@ class MILP(Certificate):
                 raise ConfigError("certificate.run_time_limit", f"must be a number of seconds > 0 or null "
                                                                 f"(got {run_time_limit!r}); allowed: seconds > 0, "
                                                                 f"null (no run budget)")
+        if rtl is not None and on_time_limit == "refuse":
+            # a run budget shortens every solve's limit, and under refuse a solve it cuts short
+            # stops the run: refused here, before any training, instead of minutes into the run
+            raise ConfigError("certificate.run_time_limit", f"a run budget ({rtl:g} s) cuts solves short, which "
+                              f"on_time_limit=refuse turns into an error; allowed: null (no run budget) with "
+                              f"on_time_limit=refuse, or on_time_limit=bound")
         if solve not in SOLVE:
             raise ConfigError("certificate.solve", f"unknown '{solve}'; allowed: {', '.join(SOLVE)}")
         self.solve = solve
-        # not named ``substitutions``: AGT hands a window engine with that attribute set to
-        # per_epoch every radius below the slots of an epoch; the MILP keeps radii >= b on the
-        # data-independent cover (the trivial box its per-batch bounds give there anyway)
+        # not named ``substitutions`` (AGT reads that name for the per-epoch window engines,
+        # crowntt); AGT reads ``variable_bounds`` to compute the radii below an epoch's slots,
+        # where the ledger bounds are informative (``window_budget``)
         self.variable_bounds = check_substitutions(substitutions)
         self.run_time_limit = rtl
         self.window_steps = F
