@@ -5,7 +5,8 @@ thousands of neighbours).  :func:`neighbours` returns R datasets at substitution
 k from (x, y), stacked as [R, N, d] / [R, N] for one batched retraining;
 :func:`assert_contains_neighbours` retrains them for every placement and radius and checks that
 each final parameter vector lies in the envelope T_k; :func:`toy_data` makes the small
-regression / hinge / softmax training sets those checks run on.
+regression / hinge / softmax training sets those checks run on (:func:`toy_problem`: with model,
+settings and plan).
 
 Placements (which indices are substituted):
 
@@ -124,6 +125,20 @@ def toy_data(loss: str, n: int, d: int, gen: torch.Generator) -> tuple[torch.Ten
     else:
         y = (x[:, 0] > 0).long() + (x[:, 1] > 0.3).long()
     return x, y
+
+
+def toy_problem(widths, loss: str, n: int, b: int, steps: int, lr: float, clip: float, *, data_seed: int,
+                train_seed: int):
+    """A small training problem for the containment tests: the model, :func:`toy_data` drawn from a
+    generator seeded with ``data_seed`` (returned too, for the neighbours), clipped SGD settings and
+    the batch plan.  Returns (model, x, y, settings, plan, generator)."""
+    from certdp.models import ModelSpec
+    from certdp.training import TrainSettings, batch_plan
+    gen = torch.Generator().manual_seed(data_seed)
+    m = ModelSpec(widths, loss)
+    x, y = toy_data(loss, n, widths[0], gen)
+    s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=train_seed)
+    return m, x, y, s, batch_plan(n, s), gen
 
 
 def assert_contains_neighbours(env, model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, settings, *,

@@ -11,7 +11,7 @@ from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 from certdp.privacy.smoothness import coverage, require_covered
 from certdp.training import TrainSettings, batch_plan, train
-from neighbourhoods import assert_contains_neighbours, toy_data
+from neighbourhoods import assert_contains_neighbours, toy_data, toy_problem
 
 
 CASES = [
@@ -27,11 +27,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,widths,loss,n,b,steps,lr,clip,ks,opts", CASES, ids=[c[0] for c in CASES])
 def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, lr, clip, ks, opts):
-    gen = torch.Generator().manual_seed(6)
-    m = ModelSpec(widths, loss)
-    x, y = toy_data(loss, n, widths[0], gen)
-    s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=1)
-    plan = batch_plan(n, s)
+    m, x, y, s, plan, gen = toy_problem(widths, loss, n, b, steps, lr, clip, data_seed=6, train_seed=1)
     th0 = m.init(2)
     cert = get_certificate("crowntt", **opts)
     env = run_agt(m, th0, x, y, s, ks, certificate=cert, progress=False)

@@ -14,7 +14,7 @@ from certdp.agt import epoch_length, run_agt
 from certdp.bounds import get_certificate
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan, train
-from neighbourhoods import assert_contains_neighbours, neighbours, toy_data
+from neighbourhoods import assert_contains_neighbours, neighbours, toy_data, toy_problem
 
 
 CASES = [
@@ -32,11 +32,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,widths,loss,engine,n,b,steps,lr,clip,ks", CASES, ids=[c[0] for c in CASES])
 def test_ledger_contains_retrained_neighbours(name, widths, loss, engine, n, b, steps, lr, clip, ks):
-    gen = torch.Generator().manual_seed(5)
-    m = ModelSpec(widths, loss)
-    x, y = toy_data(loss, n, widths[0], gen)
-    s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=2)
-    plan = batch_plan(n, s)
+    m, x, y, s, plan, gen = toy_problem(widths, loss, n, b, steps, lr, clip, data_seed=5, train_seed=2)
     assert epoch_length(plan, n) == n // b and steps > 2 * (n // b)          # several epochs, tail dropped
     th0 = m.init(1)
     env = run_agt(m, th0, x, y, s, ks, certificate=get_certificate(engine, substitutions="per_epoch"), progress=False)

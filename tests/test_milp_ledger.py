@@ -9,14 +9,11 @@ the ledger bounds never loosen the per-batch ones and pay off; the run budget's 
 is the budget share; the LP relaxation alone (``solve=lp``) is sound and no tighter than the MIP."""
 
 import pytest
-import torch
 
 import certdp.bounds.milp as milp
 from certdp.agt import epoch_length, run_agt
 from certdp.bounds import get_certificate
-from certdp.models import ModelSpec
-from certdp.training import TrainSettings, batch_plan
-from neighbourhoods import assert_contains_neighbours, toy_data
+from neighbourhoods import assert_contains_neighbours, toy_problem
 
 # name, widths, loss, N, b, steps, lr, clip, F, radii: epochs of 4 batches (tail dropped), windows of
 # F = 3 steps cross the boundaries at steps 4 and 8
@@ -27,12 +24,7 @@ CASES = [
 
 
 def _setup(widths, loss, n, b, steps, lr, clip, seed=5):
-    gen = torch.Generator().manual_seed(seed)
-    m = ModelSpec(widths, loss)
-    x, y = toy_data(loss, n, widths[0], gen)
-    s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=2)
-    plan = batch_plan(n, s)
-    return m, x, y, s, plan, gen
+    return toy_problem(widths, loss, n, b, steps, lr, clip, data_seed=seed, train_seed=2)
 
 
 @pytest.mark.parametrize("name,widths,loss,n,b,steps,lr,clip,F,ks", CASES, ids=[c[0] for c in CASES])
