@@ -11,7 +11,7 @@ from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 from certdp.privacy.smoothness import coverage, require_covered
 from certdp.training import TrainSettings, batch_plan, train
-from neighbourhoods import assert_contains_neighbours, toy_data, toy_problem
+from neighbourhoods import assert_contains_neighbours, toy_problem
 
 
 CASES = [
@@ -81,11 +81,7 @@ def test_crowntt_slope_optimisation_tightens_and_contains_neighbours():
 
 
 def test_crowntt_window_from_a_released_point_contains_neighbours():
-    gen = torch.Generator().manual_seed(4)
-    m = ModelSpec((2, 1), "hinge")
-    x, y = toy_data("hinge", 40, 2, gen)
-    s = TrainSettings(steps=30, lr=0.5, clip=0.05, batch_size=5, seed=3)
-    plan = batch_plan(40, s)
+    m, x, y, s, plan, gen = toy_problem((2, 1), "hinge", 40, 5, 30, 0.5, 0.05, data_seed=4, train_seed=3)
     start = m.init(0) + 0.05
     window = range(11, 23)
     env = run_agt(m, start, x, y, s, [1, 3], certificate=get_certificate("crowntt"), plan=plan, steps=window,

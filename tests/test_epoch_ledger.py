@@ -47,11 +47,7 @@ def test_ledger_contains_retrained_neighbours(name, widths, loss, engine, n, b, 
 
 def test_ledger_window_starting_mid_epoch_contains_neighbours():
     """AGS certifies windows of the plan that start anywhere in an epoch, from a public point."""
-    gen = torch.Generator().manual_seed(8)
-    m = ModelSpec((3, 1), "mse")
-    x, y = toy_data("mse", 42, 3, gen)
-    s = TrainSettings(steps=40, lr=0.1, clip=0.1, batch_size=5, seed=1)
-    plan = batch_plan(42, s)
+    m, x, y, s, plan, gen = toy_problem((3, 1), "mse", 42, 5, 40, 0.1, 0.1, data_seed=8, train_seed=1)
     start = m.init(3) + 0.1
     window = range(13, 31)                    # epochs of 8 steps: starts mid-epoch, crosses two boundaries
     ks = [1, 3, 6]
