@@ -28,6 +28,15 @@ each window.  Per-release budgets come from an accountant (basic, advanced, opti
 composition, or PLD of the (eps0, delta0) dominating pair); see the accountants of
 :mod:`certdp.privacy.accounting`.
 
+The published release and the report.  Each (release, epsilon) is published once
+(``publish/released.json``, :func:`publish_release`): a draw of its own from the OS CSPRNG
+(:mod:`certdp.privacy.noise`), so no published value - and not the seed, which no published file
+holds - can regenerate its noise.  The accuracy statistics of ``results.csv`` come from
+``privacy.n_draws`` *seeded* draws (``generator_for(seed, "ags", release, eps, n)``), byte-identical
+across reruns; they are the researcher's private report and never published.  Under
+``privacy.reproducible_release=true`` the published draw is seeded too (debugging) and the file
+says ``publishable: false``.
+
 Huge K (mnist5: k = 1..4096 and N over 28,596 samples).  The per-sample gradient intervals of
 radius k may be computed on any box containing T_k; :class:`certdp.bounds.shared.SharedBoxes` computes them on a few
 representative radii (a geometric grid) and lets every k in a group use its representative's

@@ -9,6 +9,11 @@
    scale, ``n_draws`` noisy releases per point (clipped), MAE and MSE.  The global-sensitivity
    arms (Laplace / Gaussian) use the same clipped query.
 
+Step 3's draws are seeded: they are the statistics of ``results.csv`` (the researcher's private
+report, byte-identical across reruns).  The answers to ``queries=points.csv`` are releases: one
+draw each from the OS CSPRNG (:mod:`certdp.privacy.noise`) into ``publish/answers.csv``
+(:func:`answer_queries`).
+
 ``certdp certify`` stops after step 2 and writes the staircase and the envelope widths.
 """
 
