@@ -60,6 +60,7 @@ import torch
 from certdp import DTYPE
 from certdp.certify import Experiment
 from certdp.metrics import accuracy
+from certdp.privacy import noise
 from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
 from certdp.privacy.mechanisms import analytic_gaussian_sigma
 from certdp.seeding import generator_for
@@ -108,11 +109,7 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
     for t in range(settings.steps):
         xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
         g = model.per_sample_grads(theta, xb, yb).clamp(-settings.clip, settings.clip).sum(-2)
-        if regime == "pure":
-            u = torch.rand(theta.shape, generator=gen, dtype=DTYPE) - 0.5
-            z = -torch.sign(u) * torch.log1p(-2 * u.abs())
-        else:
-            z = torch.randn(theta.shape, generator=gen, dtype=DTYPE)
+        z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
         theta = settings.contraction * theta - (settings.lr / b) * (g + scale * z)
     return theta
 
@@ -171,12 +168,11 @@ def pate_labels(votes: torch.Tensor, *, regime: str, epsilon: float, delta: floa
     """Noisy argmax of vote histograms [m, C] answered with total budget (epsilon, delta)."""
     m = votes.shape[0]
     if regime == "pure":
-        u = torch.rand(votes.shape, generator=gen, dtype=DTYPE) - 0.5
-        noise = (2 * m / epsilon) * (-torch.sign(u) * torch.log1p(-2 * u.abs()))
+        eta = (2 * m / epsilon) * noise.laplace(gen, votes.shape)
     else:
         sigma = math.sqrt(2 * m) / gdp_mu(epsilon, delta)
-        noise = sigma * torch.randn(votes.shape, generator=gen, dtype=DTYPE)
-    return (votes + noise).argmax(-1)
+        eta = sigma * noise.gaussian(gen, votes.shape)
+    return (votes + eta).argmax(-1)
 
 
 def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: float, x, y, xt, yt,

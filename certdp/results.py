@@ -211,13 +211,26 @@ def write_json(path: Path, obj) -> None:
 
 def write_outputs(out_dir: Path, frames: dict[str, pd.DataFrame]) -> list[tuple[str, int]]:
     """Write ``<name>.csv`` for every frame into ``out_dir`` (``<name>.json`` for a dict, e.g. the
-    released models of ``certdp ags``; its "rows" are its ``releases``); returns ``(file name, rows)``."""
+    released models of ``certdp ags``, whose "rows" are its ``releases``; ``<name>.txt`` for a
+    string, whose rows are its lines); returns ``(file name, rows)``.  A name may hold one folder
+    component (``publish/released``: the publishable files, :mod:`certdp.certify.publish`)."""
     out = []
     for name, df in frames.items():
-        if isinstance(df, dict):
+        parts = name.split("/")
+        if len(parts) > 2 or not all(parts) or any(p in (".", "..") for p in parts):
+            raise ValueError(f"frame name {name!r}: allowed: NAME or FOLDER/NAME")
+        if isinstance(df, str):
+            atomic_write_text(Path(out_dir) / f"{name}.txt", df)
+            out.append((f"{name}.txt", df.count("\n")))
+        elif isinstance(df, dict):
             write_json(Path(out_dir) / f"{name}.json", df)
             out.append((f"{name}.json", len(df.get("releases", ()))))
-            continue
-        write_csv(Path(out_dir) / f"{name}.csv", df)
-        out.append((f"{name}.csv", len(df)))
+        else:
+            write_csv(Path(out_dir) / f"{name}.csv", df)
+            out.append((f"{name}.csv", len(df)))
+    published = [n for n, _ in out if n.startswith("publish/")]
+    report = [n for n, _ in out if not n.startswith("publish/")]
+    log.info("private report, not publishable: %s (and log.txt, config.yaml)", ", ".join(report))
+    if published:
+        log.info("publishable (DP releases and data-independent metadata only): %s", ", ".join(published))
     return out

@@ -281,7 +281,7 @@ def check_frames(frames: dict) -> None:
     (a NaN is an intentionally empty cell, e.g. the epsilon of a noise-free arm)."""
     import numpy as np
     for name, df in frames.items():
-        if isinstance(df, dict):                    # a JSON document (released models), not a table
+        if isinstance(df, (dict, str)):             # a JSON document (released models) or a text, not a table
             continue
         if df is None or len(df) == 0:
             raise ConfigError(name, "the run produced no rows; allowed: settings that select at least one arm")

@@ -1,5 +1,9 @@
-"""The project's one rule for random draws: every generator is seeded from the run seed and a
-label, so the same config and seed give the same draws whatever order the arms run in."""
+"""The project's one rule for *seeded* random draws: every generator is seeded from the run seed
+and a label, so the same config and seed give the same draws whatever order the arms run in.
+
+Seeded draws make the researcher's report (statistics over ``privacy.n_draws``, baselines,
+splits, audits) reproducible.  They never make a published release: anyone who learns the seed
+regenerates them.  Releases draw from the OS CSPRNG (:mod:`certdp.privacy.noise`)."""
 
 from __future__ import annotations
 

@@ -224,11 +224,13 @@ def test_dpaudit_refuses_bad_input_in_one_line(tmp_path, arg, key):
 
 
 # ---------------------------------------------------------------------------- released models
-def test_predict_reproduces_the_accuracy_of_the_saved_draw(tmp_path):
-    """AGS keeps one released parameter vector per (release, epsilon) with its public-only
-    preprocessing; ``certdp predict`` on the run's raw test rows gives exactly the accuracy that
-    results.csv reports for that draw, with no private statistic at prediction time."""
+def test_predict_reproduces_the_accuracy_of_the_published_release(tmp_path):
+    """AGS publishes one parameter vector per (release, epsilon) with its public-only
+    preprocessing (publish/released.json); ``certdp predict`` on the run's raw test rows gives
+    exactly the accuracy that the run's log (the private report) gives for that release, with no
+    private statistic at prediction time."""
     import json
+    import re
 
     from certdp.data.tabular import split_rows
     path = sklearn_csv(tmp_path, "iris")
@@ -237,8 +239,12 @@ def test_predict_reproduces_the_accuracy_of_the_saved_draw(tmp_path):
                     tmp_path / "out")
     assert code == 0, err
     run_dir = tmp_path / "out" / "ags" / "csv" / "r"
-    doc = json.loads((run_dir / "released.json").read_text())
+    doc = json.loads((run_dir / "publish" / "released.json").read_text())
     assert doc["model"]["widths"] == [4, 3] and doc["dp_end_to_end"] and len(doc["releases"]) == 4
+    assert doc["publishable"] and doc["format"] == "certdp.released/2"
+    logged = {(m, float(e)): float(a) for m, e, a in re.findall(
+        r"published release (\S+) eps=(\S+): test accuracy (\S+)", (run_dir / "log.txt").read_text())}
+    assert len(logged) == 4
     assert doc["preprocessing"]["feature_source"] == "public" and doc["preprocessing"]["classes"] == [
         "setosa", "versicolor", "virginica"]
     res = tables(tmp_path / "out")["results"].set_index(["mechanism", "epsilon"])
@@ -260,9 +266,8 @@ def test_predict_reproduces_the_accuracy_of_the_saved_draw(tmp_path):
     truth = table.iloc[test].target.to_numpy()
     for (mech, eps), g in pred.groupby(["mechanism", "epsilon"]):
         acc = float(np.mean(g.sort_values("row").prediction.to_numpy() == truth))
-        assert acc == pytest.approx(res.loc[(mech, eps), "saved_draw_accuracy"], abs=1e-9), (mech, eps)   # csv: 10 digits
-        saved = next(r for r in doc["releases"] if r["mechanism"] == mech and r["epsilon"] == eps)
-        assert acc == saved["test_accuracy"]
+        assert acc == pytest.approx(logged[(mech, eps)], abs=1e-9), (mech, eps)   # log: 10 digits
+        assert (mech, eps) in set(zip(res.index.get_level_values(0), res.index.get_level_values(1)))
         assert f"{mech} eps={eps:g}: 30 rows, accuracy {acc:.4f}" in se.getvalue()
 
 
@@ -273,12 +278,16 @@ def test_agtr_answers_a_file_of_queries_with_the_epsilon_each_spends(tmp_path):
     code, err = run(["agtr", "dataset=csv", f"dataset.path={path}", "dataset.target=target", f"queries={tmp_path / 'q.csv'}",
                      "privacy.releases=[cauchy,laplace]", *REG], tmp_path / "out")
     assert code == 0, err
-    ans = tables(tmp_path / "out")["answers"]
+    t = tables(tmp_path / "out")
+    run_dir = next((tmp_path / "out").rglob("answers_report.csv")).parent
+    ans = pd.read_csv(run_dir / "publish" / "answers.csv")
+    assert "answers" not in t and len(t["answers_report"]) == 14     # the published table is in publish/ only
     assert len(ans) == 14 and set(ans.row) == set(range(7)) and set(ans.mechanism) == {"cauchy", "laplace"}
     assert ans.answer.between(0, 400).all()                   # raw units, clipped to the declared range
-    assert (ans.scale > 0).all() and ans.epsilon.eq(1).all()
+    assert (t["answers_report"].scale > 0).all() and ans.epsilon.eq(1).all()
+    assert not {"scale", "sensitivity", "seed"} & set(ans.columns)
     assert ans.epsilon_total.eq(14).all() and np.allclose(ans.delta_total, 7e-5)
-    assert ans.dp_end_to_end.all()
+    assert ans.dp_end_to_end.all() and ans.publishable.all()
     # a query table without the model's columns is refused in one line, nothing written
     code, err = run(["agtr", "dataset=csv", f"dataset.path={path}", "dataset.target=target",
                      f"queries={sklearn_csv(tmp_path, 'iris')}", *REG], tmp_path / "bad")

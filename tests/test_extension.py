@@ -15,7 +15,8 @@ from certdp import data
 from certdp.data.params import Field, integer, real
 from certdp.errors import ConfigError
 from certdp.privacy import accounting, mechanisms
-from certdp.privacy.mechanisms.base import Mechanism, check_epsilon, laplace_noise
+from certdp.privacy.mechanisms.base import Mechanism, check_epsilon
+from certdp.privacy.noise import laplace
 from certdp.settings import parse
 
 LINEAR = {"name": "linear", "n_train": 60, "n_test": 30, "model": {"arch": "linear"}}
@@ -48,7 +49,7 @@ def doubled_laplace():
             return 2 * s / self.epsilon
 
         def sample(self, g, shape, dtype=torch.float64):
-            return laplace_noise(g, shape, dtype)
+            return laplace(g, shape, dtype)
 
     yield DoubledLaplace
     mechanisms.REGISTRY.pop("doubled_laplace_gs")

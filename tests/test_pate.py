@@ -144,14 +144,14 @@ def test_pate_agtr_bound_contains_retrained_neighbours(cert_name):
     radii = staircase_settings({"kind": "range", "k_min": 1, "k_max": m, "include_n": True})
     cert = get_certificate(cert_name)
     betas = [0.05, 0.5]
-    sc_all = certify_shards(exp, parts, radii, betas, keep=0, progress=False)
+    sc_all = certify_shards(exp, parts, radii, betas, progress=False)
     stairs = [_shard_stair(exp, x[parts[j]], y[parts[j]], xt, radii.radii(m), cert)[0] for j in range(T)]
     for b in betas:   # the max over shards that certify_shards keeps
         want = torch.stack([s.smooth(b) for s in stairs]).amax(0)
         assert torch.allclose(sc_all.ss_max[b], want)
     if cert_name == "crown":   # tighter than IBP's, and not just the cap
         ibp_exp = dataclasses.replace(exp, engine=get_certificate("ibp"))
-        ibp_ss = certify_shards(ibp_exp, parts, radii, betas, keep=0, progress=False).ss_max[0.5]
+        ibp_ss = certify_shards(ibp_exp, parts, radii, betas, progress=False).ss_max[0.5]
         assert float(sc_all.ss_max[0.5].mean()) < float(ibp_ss.mean()) < 12.0
     base = sc_all.preds.mean(0)
     theta0 = exp.model.init(exp.train.seed)

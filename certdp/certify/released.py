@@ -1,13 +1,13 @@
 """The released models of an AGS run and applying them (``certdp predict RUN_DIR --input t.csv``).
 
-The run's ``released.json`` (written by ``certdp ags``: :func:`certdp.methods.ags.released_document`) holds, per (release,
+The run's ``publish/released.json`` (written by ``certdp ags``: :func:`certdp.methods.ags.released_document`) holds, per (release,
 epsilon), one released parameter vector, the model's layer widths and loss, and the
 preprocessing (public-only unless the run says ``dp_end_to_end: false``).  Predicting is
 post-processing of the DP output with the user's own rows: no private statistic is read.
 
 Output: one row per (release, epsilon, input row) with the predicted class label; when the
 table holds the run's target column, the accuracy per release is reported too (the same number
-``results.csv`` gives as ``saved_draw_accuracy`` when the table is the run's test rows).
+the run's log.txt gives for the published release when the table is the run's test rows).
 """
 
 from __future__ import annotations
@@ -23,15 +23,20 @@ from certdp import DTYPE
 from certdp.data.preprocessing import Preprocessing
 from certdp.errors import ConfigError
 
-RELEASED_FORMAT = "certdp.released/1"
+RELEASED_FORMAT = "certdp.released/2"
 
 
 def load_released(run_dir: str | Path) -> dict:
-    """The ``released.json`` of a finished AGS run (a :class:`ConfigError` naming ``RUN_DIR`` otherwise)."""
-    path = Path(run_dir).expanduser() / "released.json"
+    """The ``publish/released.json`` of a finished AGS run (``RUN_DIR/publish/released.json``, or
+    ``RUN_DIR/released.json`` when RUN_DIR is the published folder itself); a
+    :class:`ConfigError` naming ``RUN_DIR`` otherwise."""
+    folder = Path(run_dir).expanduser()
+    path = folder / "released.json"
+    if not path.is_file():
+        path = folder / "publish" / "released.json"
     if not path.is_file():
         raise ConfigError("RUN_DIR", f"{path} does not exist; allowed: the folder of a finished certdp ags run "
-                                     f"(it holds released.json)")
+                                     f"(it holds publish/released.json)")
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:

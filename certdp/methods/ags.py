@@ -28,6 +28,15 @@ each window.  Per-release budgets come from an accountant (basic, advanced, opti
 composition, or PLD of the (eps0, delta0) dominating pair); see the accountants of
 :mod:`certdp.privacy.accounting`.
 
+The published release and the report.  Each (release, epsilon) is published once
+(``publish/released.json``, :func:`publish_release`): a draw of its own from the OS CSPRNG
+(:mod:`certdp.privacy.noise`), so no published value - and not the seed, which no published file
+holds - can regenerate its noise.  The accuracy statistics of ``results.csv`` come from
+``privacy.n_draws`` *seeded* draws (``generator_for(seed, "ags", release, eps, n)``), byte-identical
+across reruns; they are the researcher's private report and never published.  Under
+``privacy.reproducible_release=true`` the published draw is seeded too (debugging) and the file
+says ``publishable: false``.
+
 Huge K (mnist5: k = 1..4096 and N over 28,596 samples).  The per-sample gradient intervals of
 radius k may be computed on any box containing T_k; :class:`certdp.bounds.shared.SharedBoxes` computes them on a few
 representative radii (a geometric grid) and lets every k in a group use its representative's
@@ -50,10 +59,12 @@ import torch
 from certdp.agt import Envelopes
 from certdp.baselines import baseline_rows, end_to_end
 from certdp.certify import Experiment, build_experiment, certify_window, nominal, with_provenance
+from certdp.certify import publish
 from certdp.certify.released import RELEASED_FORMAT
 from certdp.metrics import accuracy, majority_rate
 from certdp.privacy.accounting import ACCOUNTANTS, per_release_budget
 from certdp.privacy.mechanisms import Mechanism, make_mechanism, mechanism_class
+from certdp.privacy.noise import release_source
 from certdp.privacy.sensitivity import Staircase
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
@@ -116,16 +127,18 @@ def plan_releases(exp: Experiment, st: AGSSettings, n_rel: int) -> list[Release]
     return out
 
 
-def release_trajectory(exp: Experiment, mech: Mechanism, windows, gen, first=None):
+def release_trajectory(exp: Experiment, mech: Mechanism, windows, source, first=None):
     """One run of Algorithm 2: returns the final private parameters and the per-release u's.
-    ``first`` may carry the (shared) certificate of the first window."""
+    ``source``: where the noise comes from (a seeded generator for the statistics, the secure
+    source for the published release, :mod:`certdp.privacy.noise`).  ``first`` may carry the
+    (shared) certificate of the first window."""
     theta = exp.model.init(exp.train.seed)
     us = []
     for j, w in enumerate(windows):
         env, sc = first if (j == 0 and first is not None) else certify_window(exp, theta, w)
         u = float(sc.smooth(mech.beta))
         us.append(u)
-        theta = env.nominal + mech.scale(u) * mech.sample(gen, (exp.model.n_params,))
+        theta = env.nominal + mech.scale(u) * mech.sample(source, (exp.model.n_params,))
     return theta, us
 
 
@@ -158,10 +171,10 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
               "nonprivate_accuracy": np_acc, "majority_rate": maj, "seed": exp.seed,
               "selection": settings.run.selection}
 
-    rows, saved = [], []
+    rows, published = [], []
     for rel in releases:
         mech = rel.mechanism
-        gen = generator_for(exp.seed, "ags", rel.name, rel.epsilon, n_rel)
+        gen = generator_for(exp.seed, "ags", rel.name, rel.epsilon, n_rel)       # the statistics (report)
         if n_rel == 1:
             env, sc = first
             u = float(sc.smooth(mech.beta))
@@ -177,27 +190,25 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
             thetas = torch.stack(thetas)
             us = list(np.median(np.array(all_us), 0))
         acc = accuracy(model, thetas, xt, yt).numpy()
-        # the first draw is the release that is kept (released.json); its own accuracy is reported
-        saved.append({"mechanism": rel.name, "epsilon": rel.epsilon, "delta": rel.delta, "n_releases": n_rel,
-                      "composition": rel.composition, "draw": 0, "test_accuracy": float(acc[0]),
-                      "parameters": [float(v) for v in thetas[0].tolist()]})
-        rows.append({**common, "arm": "AGS", "saved_draw_accuracy": float(acc[0]), "mechanism": rel.name, "regime": mech.regime, "epsilon": rel.epsilon,
+        published.append(publish_release(exp, rel, windows, first))
+        rows.append({**common, "arm": "AGS", "mechanism": rel.name, "regime": mech.regime, "epsilon": rel.epsilon,
                      "delta": rel.delta, "n_releases": n_rel, "composition": rel.composition,
                      "eps0": rel.eps0, "delta0": rel.delta0, "beta": float(mech.beta),
                      "u": float(us[-1]), "u_first": float(us[0]), "scale": float(mech.scale(us[-1])),
                      "accuracy_median": float(np.median(acc)), "accuracy_mean": float(acc.mean()),
                      "accuracy_q25": float(np.quantile(acc, 0.25)), "accuracy_q75": float(np.quantile(acc, 0.75)),
                      "n_draws": pv.n_draws, "certificate": exp.engine.name, "k_max": ks[-1], "n_radii": len(ks),
-                     **end_to_end(epsilon=rel.epsilon, delta=rel.delta, candidates=1),
-                     "certify_seconds": t_cert})
+                     **end_to_end(epsilon=rel.epsilon, delta=rel.delta, candidates=1)})
         log.info("AGS %-10s eps=%-6g acc median %.4f (u=%.4g, beta=%.4g)", rel.name, rel.epsilon,
                  rows[-1]["accuracy_median"], rows[-1]["u"], rows[-1]["beta"])
     if st.baselines:
         bpv = pv if st.baseline_draws is None else replace(pv, n_draws=st.baseline_draws)
         rows += [{**common, **r, "smoothness_proof": True} for r in baseline_rows(exp, st.baselines, bpv)]
     results = pd.DataFrame(rows)
+    reason = not_publishable(exp)
+    doc = released_document(exp, published, reason=reason)
     out = {"results": results, "certificate": staircase_frame(exp, first[0], first[1]),
-           "released": released_document(exp, saved)}
+           publish.frame_name("released"): doc, publish.frame_name("README"): publish_readme(doc, reason=reason)}
     eps_acc = sorted(set(pv.epsilons))
     out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted({1, n_rel}))
     if st.ablation_n:
@@ -206,19 +217,65 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     return with_provenance(out, ds)
 
 
-def released_document(exp: Experiment, saved: list[dict]) -> dict:
-    """``released.json``: the DP output of every (release, epsilon), one seeded draw each, with
-    what is needed to apply it to new raw rows and nothing computed from the private records
-    outside the release: the model (layer widths, loss; the flat parameter layout of
-    :class:`certdp.models.ModelSpec`: per layer W row-major [out, in], then b) and the
-    preprocessing (:class:`certdp.data.preprocessing.Preprocessing`, fitted on public data unless
-    ``dp_end_to_end`` is false).  ``certdp predict RUN_DIR --input table.csv`` applies it."""
+def publish_release(exp: Experiment, rel: Release, windows, first) -> dict:
+    """The published release of one (release, epsilon): a draw of its own, apart from the seeded
+    ``n_draws`` of the statistics, from the OS CSPRNG (``privacy.reproducible_release=true``:
+    seeded, then not publishable).  Multi-release (Algorithm 2): a whole trajectory, every
+    window certified from the previous *published* point.  Its test accuracy goes to the log
+    (the private report), never into a published file."""
+    mech, P = rel.mechanism, exp.model.n_params
+    source = release_source(reproducible=exp.privacy.reproducible_release, seed=exp.seed,
+                            labels=("ags", rel.name, rel.epsilon, len(windows)))
+    if len(windows) == 1:
+        env, sc = first
+        theta = env.nominal + mech.scale(float(sc.smooth(mech.beta))) * mech.sample(source, (P,))
+    else:
+        theta, _ = release_trajectory(exp, mech, windows, source, first)
+    acc = float(accuracy(exp.model, theta, exp.xt, exp.yt))
+    log.info("published release %s eps=%g: test accuracy %.10f (private report, not publishable)",
+             rel.name, rel.epsilon, acc)
+    return {"mechanism": rel.name, "regime": mech.regime, "epsilon": float(rel.epsilon), "delta": float(rel.delta),
+            "n_releases": len(windows), "composition": rel.composition,
+            "parameters": [float(v) for v in theta.tolist()]}
+
+
+def not_publishable(exp: Experiment) -> str | None:
+    """Why this run's releases may not be published (None: they may); settings only."""
     ds = exp.dataset
-    return {"format": RELEASED_FORMAT, "command": "ags", "dataset": ds.name, "task": ds.task, "seed": exp.seed,
-            "dp_end_to_end": bool(ds.dp_end_to_end and exp.smoothness_proof),
+    return publish.not_publishable_reason(reproducible=exp.privacy.reproducible_release,
+                                          dp_end_to_end=bool(ds.dp_end_to_end and exp.smoothness_proof),
+                                          data_end_to_end=bool(ds.dp_end_to_end), scaling=ds.scaling)
+
+
+def released_document(exp: Experiment, published: list[dict], *, reason: str | None) -> dict:
+    """``publish/released.json`` (format ``certdp.released/2``): the published release of every
+    (release, epsilon) and what is needed to apply it to new raw rows, nothing else: the model
+    (layer widths, loss; the flat parameter layout of :class:`certdp.models.ModelSpec`: per layer
+    W row-major [out, in], then b) and the preprocessing (:class:`certdp.data.preprocessing.Preprocessing`,
+    fitted on public data unless ``dp_end_to_end`` is false).  No seed, no draw index, no
+    accuracy, no u / scale / sensitivity, no path.  ``publishable`` (and the one-sentence
+    ``note``) come from ``reason`` (:func:`not_publishable`, the settings only): false under
+    ``privacy.reproducible_release=true`` or when the run is not DP end to end.  ``certdp predict RUN_DIR --input table.csv`` applies it."""
+    ds = exp.dataset
+    e2e = bool(ds.dp_end_to_end and exp.smoothness_proof)
+    return {"format": RELEASED_FORMAT, "publishable": reason is None,
+            "note": publish.note(reason, what="every parameter vector in this file"),
+            "command": "ags", "dataset": ds.name, "task": ds.task, "dp_end_to_end": e2e,
             "model": {"widths": list(exp.model.widths), "loss": exp.model.loss.name, "n_params": exp.model.n_params},
             "preprocessing": ds.preprocessing.to_dict() if ds.preprocessing is not None else None,
-            "releases": saved}
+            "releases": published}
+
+
+def publish_readme(doc: dict, *, reason: str | None) -> str:
+    """``publish/README.txt`` of an AGS run (data-independent: the document's budgets and flags)."""
+    rels = doc["releases"]
+    return publish.readme(
+        command="ags", n_releases=len(rels), reason=reason,
+        epsilon_total=sum(r["epsilon"] for r in rels), delta_total=sum(r["delta"] for r in rels),
+        files={"released.json": f"format {doc['format']}: one released parameter vector per (mechanism, "
+                                "epsilon), the model shape and the public preprocessing; apply it with "
+                                "`certdp predict RUN_DIR --input table.csv`",
+               "README.txt": "this text"})
 
 
 def staircase_frame(exp: Experiment, env: Envelopes, sc: Staircase) -> pd.DataFrame:

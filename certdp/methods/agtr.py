@@ -9,6 +9,11 @@
    scale, ``n_draws`` noisy releases per point (clipped), MAE and MSE.  The global-sensitivity
    arms (Laplace / Gaussian) use the same clipped query.
 
+Step 3's draws are seeded: they are the statistics of ``results.csv`` (the researcher's private
+report, byte-identical across reruns).  The answers to ``queries=points.csv`` are releases: one
+draw each from the OS CSPRNG (:mod:`certdp.privacy.noise`) into ``publish/answers.csv``
+(:func:`answer_queries`).
+
 ``certdp certify`` stops after step 2 and writes the staircase and the envelope widths.
 """
 
@@ -23,7 +28,9 @@ from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii,
                             global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
                             with_provenance)
+from certdp.certify import publish
 from certdp.errors import ConfigError
+from certdp.privacy.noise import release_source
 from certdp.privacy.sensitivity import DISCOUNT_SLACK, Staircase
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
@@ -123,45 +130,79 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
             "smoothness_proof": bool(proof) if smooth else True,
         })
     results = pd.DataFrame(rows)
-    extra = {} if xq is None else {"answers": answer_queries(exp, env, xq, mechs)}
+    extra = {} if xq is None else answer_queries(exp, env, xq, mechs)
     cert = staircase_frame(exp, sc, sorted(betas))
     summary = results[results.epsilon == 1.0][["arm", "mechanism", "regime", "mae", "mse", "ss_mean"]] if len(results) else results
     if len(summary):
         log.info("at eps=1:\n%s", summary.to_string(index=False))
-    return with_provenance({"results": results, "certificate": cert, **extra}, ds)
+    out = with_provenance({"results": results, "certificate": cert, **extra}, ds)
+    pub = publish.frame_name("answers")
+    if pub in out:
+        # the published table keeps the flag check_frames needs (dp_end_to_end, settings only) and
+        # drops the helper column and the scaling label (the README and `publishable` say it)
+        out[pub] = out[pub].drop(columns=["smoothness_proof", "scaling"])
+    return out
 
 
-def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> pd.DataFrame:
-    """``answers.csv``: one private answer per query point of ``queries``, release and epsilon.
+def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> dict:
+    """``publish/answers.csv``, ``publish/README.txt`` and ``answers_report.csv``: one private
+    answer per query point of ``queries``, release and epsilon.
 
     Each answer is the AGT-R release of that point (the clipped prediction, its own staircase
-    and SS^beta, one noise draw, clipped), in the target's raw units (``answer``) and in model
-    units.  ``epsilon``/``delta`` are what that one answer spends; answering several points, or
-    one point with several releases, composes: ``epsilon_total`` / ``delta_total`` are the basic
-    composition over every answer in the file (what publishing all of it costs)."""
+    and SS^beta, one noise draw from the OS CSPRNG - seeded only under
+    ``privacy.reproducible_release=true``, then not publishable - clipped), in the target's raw
+    units (``answer``) and in model units.  ``epsilon``/``delta`` are what that one answer
+    spends; answering several points, or one point with several releases, composes:
+    ``epsilon_total`` / ``delta_total`` are the basic composition over every answer in the file
+    (what publishing all of it costs).  ``publishable`` depends on the settings only.
+
+    The smooth sensitivity S(D) and the noise scale of each answer are statistics of the private
+    data (S(D) alone tells D from D'), so they go to ``answers_report.csv``, the private report,
+    never to ``publish/``."""
     prep = exp.dataset.preprocessing
+    ds = exp.dataset
     sc, pred = prediction_staircase(exp, env, xq)
     gs = global_sensitivity(exp, xq)
-    rng = exp.dataset.output_range
-    parts = []
+    rng = ds.output_range
+    repro = exp.privacy.reproducible_release
+    parts, report, reasons = [], [], set()
     for mech in mechs:
         smooth = mech.kind == "smooth"
         ss = sc.smooth(mech.beta) if smooth else gs
         scale = mech.scale(ss)
         require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} on the query points is")
-        gen = generator_for(exp.seed, "queries", mech.name, mech.epsilon)
-        ans = pred + scale * mech.sample(gen, (len(pred),)).to(DTYPE)
+        source = release_source(reproducible=repro, seed=exp.seed, labels=("queries", mech.name, mech.epsilon))
+        ans = pred + scale * mech.sample(source, (len(pred),)).to(DTYPE)
         if rng is not None:
             ans = ans.clamp(float(rng[0]), float(rng[1]))
+        proof = bool(exp.smoothness_proof) if smooth else True
+        reason = publish.not_publishable_reason(reproducible=repro, dp_end_to_end=bool(ds.dp_end_to_end) and proof,
+                                                data_end_to_end=bool(ds.dp_end_to_end), scaling=ds.scaling)
+        reasons.add(reason)
         parts.append(pd.DataFrame({
             "row": range(len(pred)), "mechanism": mech.name, "regime": mech.regime, "epsilon": mech.epsilon,
             "delta": mech.delta_spent, "answer": prep.target_to_raw(ans.numpy()), "answer_model_units": ans.numpy(),
-            "sensitivity": ss.numpy(), "scale": scale.numpy()}))
+            "publishable": reason is None, "smoothness_proof": proof}))
+        report.append(pd.DataFrame({
+            "row": range(len(pred)), "mechanism": mech.name, "regime": mech.regime, "epsilon": mech.epsilon,
+            "delta": mech.delta_spent, "sensitivity": ss.numpy(), "scale": scale.numpy(),
+            "smoothness_proof": proof}))
     out = pd.concat(parts, ignore_index=True)
     out["epsilon_total"], out["delta_total"] = float(out.epsilon.sum()), float(out.delta.sum())
     log.info("answered %d query points with %d release(s): %d answers, epsilon_total %.4g (basic composition)",
              len(pred), len(mechs), len(out), out.epsilon_total.iloc[0])
-    return out
+    blocked = sorted(r for r in reasons if r is not None)
+    text = publish.readme(command="agtr", n_releases=len(out), reason=blocked[0] if blocked else None,
+                          partly=bool(blocked) and None in reasons,
+                          epsilon_total=float(out.epsilon_total.iloc[0]), delta_total=float(out.delta_total.iloc[0]),
+                          files={"answers.csv": "one private answer per query point (row of the queries table), "
+                                                "release and epsilon, in the target's raw units (answer) and in "
+                                                "model units, with the epsilon and delta each spends",
+                                 "README.txt": "this text"})
+    cols = ["row", "mechanism", "regime", "epsilon", "delta", "answer", "answer_model_units", "epsilon_total",
+            "delta_total", "publishable", "smoothness_proof"]
+    return {publish.frame_name("answers"): out[cols], publish.frame_name("README"): text,
+            "answers_report": pd.concat(report, ignore_index=True)}
 
 
 def run_certify(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:

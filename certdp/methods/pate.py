@@ -17,10 +17,17 @@ Arms (``pate.arms``):
   ``pate.staircase``, capped at m) and the release adds smooth-sensitivity noise (Cauchy / Laplace,
   :mod:`certdp.privacy.mechanisms`) calibrated to S(D) = (1/T) max_i SS^beta_i.
 * ``agtr_wor``: AGT-R on one shard only (a uniformly random m-subset: the partition is a uniform
-  permutation), spending the amplified base budget of Lemma 3.1 with q = m/N (= 1/T when T
-  divides N): eps_b = ln(1 + (e^eps - 1)/q), delta_b = delta/q (skipped when delta_b >= 1); the
-  beta rules use (eps_b, delta_b).  As the lemma requires, the subset is secret (the seed is part
-  of the mechanism's randomness and is not published).
+  permutation and the shard index is uniform), spending the amplified base budget of Lemma 3.1
+  with q = m/N (= 1/T when T divides N): eps_b = ln(1 + (e^eps - 1)/q), delta_b = delta/q
+  (skipped when delta_b >= 1); the beta rules use (eps_b, delta_b).  As the lemma requires, the
+  subset is part of the mechanism's randomness and must stay secret.  So the shard is drawn
+  *per noise draw*, with the noise: the reported MAE/MSE average over the shard choice as well as
+  the noise (one fixed shard would report one sample of the mechanism, not the mechanism), and
+  every shard's staircase is the one :func:`certify_shards` already computes for PATE-AGT-R.
+  These draws are seeded: nothing of ``certdp pate`` is published (its files are the researcher's
+  report).  A release of this arm meant for publication must draw both the shard index and the
+  noise from the OS CSPRNG (:func:`certdp.privacy.noise.release_source`,
+  :func:`certdp.privacy.noise.index`) and must not publish the partition seed.
 * ``agtr`` and ``gs``: AGT-R and the global-sensitivity Laplace / Gaussian releases on the full
   data (:func:`certdp.methods.agtr.certify`; radii ``pate.staircase`` like the shards, or the
   ``staircase`` group with ``pate.full_staircase=agtr``).  At T = 1 the three shard arms *are*
@@ -69,9 +76,10 @@ from tqdm.auto import tqdm
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
-                            global_sensitivity, nominal, prediction_staircase, release_errors,
+                            global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
                             with_provenance)
 from certdp.errors import ConfigError
+from certdp.privacy import noise
 from certdp.privacy.accounting import base_budget_wor
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
@@ -109,31 +117,52 @@ def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: 
 class ShardCertificates:
     preds: torch.Tensor                  # [T, n] clipped nominal predictions (AGT's nominal run)
     ss_max: dict[float, torch.Tensor]    # beta -> [n] max over shards of SS^beta_i
-    kept: object                         # Staircase of the WOR shard
-    kept_pred: torch.Tensor              # [n]
+    staircases: list                     # every shard's Staircase (agtr_wor: SS at its own beta)
     radii: int
 
 
-def certify_shards(exp: Experiment, parts: torch.Tensor, radii: StaircaseSettings, betas: list[float], keep: int,
+def certify_shards(exp: Experiment, parts: torch.Tensor, radii: StaircaseSettings, betas: list[float],
                    progress: bool) -> ShardCertificates:
     """AGT on every shard (one batched pass over all radii per shard), each shard's staircase
     for its own dataset of m records, and the running max over shards of SS^beta_i."""
     T, m = parts.shape
     bt = torch.tensor(sorted(set(betas)), dtype=DTYPE) if betas else None
     ss_max = None
-    preds, kept, kept_pred, n_radii = [], None, None, 0
+    preds, stairs, n_radii = [], [], 0
     for i in tqdm(range(T), desc=f"PATE-AGT-R T={T}", disable=not progress, leave=False):
         sub = exp.on_data(exp.x[parts[i]], exp.y[parts[i]], staircase=radii)
         sc, pred = prediction_staircase(sub, envelopes(sub))
         n_radii = len(sub.ks)
         preds.append(pred)
+        stairs.append(sc)
         if bt is not None:
             s = sc.smooth(bt)                                   # [n, B]
             ss_max = s if ss_max is None else torch.maximum(ss_max, s)
-        if i == keep:
-            kept, kept_pred = sc, pred
     ss = {float(b): ss_max[:, j] for j, b in enumerate(bt.tolist())} if bt is not None else {}
-    return ShardCertificates(torch.stack(preds), ss, kept, kept_pred, n_radii)
+    return ShardCertificates(torch.stack(preds), ss, stairs, n_radii)
+
+
+def wor_errors(preds: torch.Tensor, target: torch.Tensor, scale: torch.Tensor, mech, n_draws: int, source,
+               output_range) -> tuple[float, float]:
+    """MAE and MSE of the one-shard release clip(f_I(x) + scale_I(x) Z) over ``n_draws`` draws
+    per point, the shard I uniform on {0..T-1} drawn afresh with every draw (``preds``/``scale``
+    [T, n]; one index per draw, shared by the points of that draw: one release answers them all
+    from the same secret shard)."""
+    require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
+    T, n = preds.shape
+    abs_sum, sq_sum, done = 0.0, 0.0, 0
+    chunk = max(1, int(4e6 // max(n, 1)))
+    while done < n_draws:
+        k = min(chunk, n_draws - done)
+        shard = noise.index(source, T, (k,))
+        r = preds[shard] + scale[shard] * mech.sample(source, (k, n))
+        if output_range is not None:
+            r = r.clamp(float(output_range[0]), float(output_range[1]))
+        err = r - target
+        abs_sum += float(err.abs().sum())
+        sq_sum += float((err ** 2).sum())
+        done += k
+    return abs_sum / (n * n_draws), sq_sum / (n * n_draws)
 
 
 def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=None):
@@ -150,6 +179,21 @@ def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=N
            "scale_mean": float(scale.mean())}
     row.update(extra or {})
     return row
+
+
+def _wor_row(exp, *, mech, T, m, preds, yt, sens, base, extra):
+    """The ``agtr_wor`` row: the one-shard release with the shard drawn per noise draw
+    (:func:`wor_errors`; seeded: a statistic of the report, never a publication)."""
+    scale = mech.scale(sens)                                               # [T, n]
+    source = noise.seeded(exp.seed, "agtr_wor", mech.name, float(mech.epsilon), T)
+    mae, mse = wor_errors(preds, yt, scale, mech, exp.privacy.n_draws, source, exp.dataset.output_range)
+    eps, delta = base
+    return {"arm": "agtr_wor", "mechanism": mech.name, "regime": mech.regime, "epsilon": float(eps),
+            "delta": float(delta) if mech.regime == "approx" else 0.0,
+            "epsilon_base": float(mech.epsilon), "delta_base": mech.delta_spent,
+            "beta": float(mech.beta), "shards": T, "shard_size": m, "mae": mae, "mse": mse,
+            "sens_mean": float(sens.mean()), "sens_median": float(sens.median()),
+            "scale_mean": float(scale.mean()), **extra}
 
 
 def _early_checks(exp: Experiment, ps, gs, *, smooth, glob, need_agt) -> None:
@@ -248,12 +292,11 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
                 rows.append(_row(exp, arm="pate_r", mech=mc, T=T, m=m, pred=mean, yt=yt,
                                  sens=gs_full / T, gen_labels=(), extra=own))
         if need_agt:
-            keep = int(torch.randint(T, (1,), generator=generator_for(exp.seed, "wor-shard", T)))
             if T == 1 and full is not None:
                 sc_c = ShardCertificates(full[1].view(1, -1), {b: full[0].smooth(b) for b in betas},
-                                         full[0], full[1], int(full[0].k.numel()))
+                                         [full[0]], int(full[0].k.numel()))
             else:
-                sc_c = certify_shards(exp, parts, ps.staircase, betas, keep, progress)
+                sc_c = certify_shards(exp, parts, ps.staircase, betas, progress)
                 drift = float((sc_c.preds - preds).abs().max())
                 if drift > 1e-9:
                     log.warning("T=%d: vectorised and AGT nominal shard predictions differ by %.3g", T, drift)
@@ -263,9 +306,9 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
                     rows.append(_row(exp, arm="pate_agtr", mech=mc, T=T, m=m, pred=agt_mean, yt=yt,
                                      sens=sc_c.ss_max[float(mc.beta)] / T, gen_labels=(), extra=own))
             if "agtr_wor" in ps.arms:
-                pj = sc_c.kept_pred
-                own_j = {"arm_nonprivate_mae": float((pj - yt).abs().mean()),
-                         "arm_nonprivate_mse": float(((pj - yt) ** 2).mean()), "wor_shard": keep}
+                # the arm's non-private error: one shard's model, the shard uniform (its expectation)
+                own_j = {"arm_nonprivate_mae": float((sc_c.preds - yt).abs().mean()),
+                         "arm_nonprivate_mse": float(((sc_c.preds - yt) ** 2).mean())}
                 for mc in smooth:
                     d = mc.delta_spent
                     try:
@@ -275,9 +318,9 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
                         continue
                     # the same release at (eps_b, delta_b), with its beta rule there
                     mb = type(mc).create(epsilon=eb, delta=db, beta=exp.privacy.beta)
-                    rows.append(_row(exp, arm="agtr_wor", mech=mb, T=T, m=m, pred=pj, yt=yt,
-                                     sens=sc_c.kept.smooth(mb.beta), gen_labels=(),
-                                     base=(mc.epsilon, d), extra=own_j))
+                    rows.append(_wor_row(exp, mech=mb, T=T, m=m, preds=sc_c.preds, yt=yt,
+                                         sens=torch.stack([st.smooth(mb.beta) for st in sc_c.staircases]),
+                                         base=(mc.epsilon, d), extra=own_j))
         timing[T] = time.perf_counter() - t0
         log.info("T=%d (m=%d): %.1f s", T, m, timing[T])
 

@@ -45,6 +45,7 @@ import torch
 
 from certdp import DTYPE
 from certdp.errors import ConfigError
+from certdp.privacy import noise
 
 DPSGD_ACCOUNTANTS = ("pld", "prv", "rdp")     # substitution-adjacent DP-SGD accountants (module docstring)
 # dp-accounting's value_discretization_interval: the pessimistic discretisation rounds privacy
@@ -202,7 +203,7 @@ def poisson_dpsgd(*, n: int, steps: int, sample_rate: float, clip: float, sigma:
     for t in range(start, steps):
         gen = generator_at(t)
         total = clipped_grad_sum(poisson_indices(n, sample_rate, gen), gen)
-        noisy = {k: v + std * torch.randn(v.shape, generator=gen, dtype=DTYPE).to(v.dtype) for k, v in total.items()}
+        noisy = {k: v + std * noise.gaussian(gen, v.shape).to(v.dtype) for k, v in total.items()}
         apply_update(noisy, expected_batch)
         if after_step is not None:
             after_step(t + 1)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from certdp.privacy.noise import SAMPLERS
+
 
 def clopper_pearson(k, n, alpha: float):
     """One-sided Clopper-Pearson bounds (lower, upper) for a binomial proportion k/n: each holds
@@ -135,10 +137,5 @@ def epsilon_lower_bound(a, b, *, delta: float = 0.0, alpha: float = 0.05, thresh
 
 def sample_release(release, n: int, rng: np.random.Generator) -> np.ndarray:
     """n draws of a :class:`~certdp.privacy.loss.Release1D` (scalar centre and scale)."""
-    u = rng.random(n)
-    if release.family == "cauchy":
-        z = np.tan(math.pi * (u - 0.5))
-    else:
-        v = u - 0.5
-        z = -np.sign(v) * np.log1p(-2 * np.abs(v))
+    z = SAMPLERS[release.family](rng, n).numpy()
     return np.clip(float(release.center) + float(release.scale) * z, release.lo, release.hi)

@@ -5,6 +5,11 @@ Every release named in ``privacy.releases`` is instantiated here at every epsilo
 above a mechanism's limit is refused before any data is loaded; parameter releases, whose beta
 limit depends on the number P of released parameters, are instantiated once more with the real P
 when the experiment is built (:mod:`certdp.certify`), still before any training.
+
+``reproducible_release`` (default false): the published releases of a run (``publish/`` of
+``certdp ags`` and ``certdp agtr queries=...``) draw their noise from the OS CSPRNG
+(:mod:`certdp.privacy.noise`), so nothing published can regenerate it.  ``true`` seeds them from
+the run seed instead, for debugging, and marks the published files ``publishable: false``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, choice, choices, integer, real, reals
+from certdp.data.params import Field, boolean, choice, choices, integer, real, reals
 from certdp.errors import ConfigError
 from certdp.privacy import mechanisms
 from certdp.privacy.smoothness import POLICIES
@@ -36,7 +41,9 @@ def _beta(value: Any, key: str) -> float | None:
 class PrivacySettings:
     """Budgets (``epsilons``, ``delta``), releases of one query kind, their beta (None: each
     release's rule), noise draws per setting, the global sensitivity of prediction releases and
-    the smoothness policy (``proven`` refuses a smooth release the proof does not cover)."""
+    the smoothness policy (``proven`` refuses a smooth release the proof does not cover) and
+    whether the published releases are seeded (``reproducible_release``: debugging only, the
+    published files are then not publishable; default: the OS CSPRNG)."""
     query: str                          # prediction | parameter
     epsilons: tuple[float, ...]
     delta: float
@@ -45,6 +52,7 @@ class PrivacySettings:
     n_draws: int
     global_sensitivity: str = "none"    # range | trajectory | min | none (prediction releases)
     smoothness: str = "proven"
+    reproducible_release: bool = False
 
     def mechanisms(self, *, n_params: int | None = None) -> list:
         """Every release at every epsilon (release-major order), instantiated."""
@@ -71,6 +79,7 @@ def privacy_fields(query: str) -> dict[str, Field]:
         "beta": Field("auto", _beta),
         "n_draws": Field(200 if query == "prediction" else 101, partial(integer, lo=1, hi=MAX_DRAWS)),
         "smoothness": Field("proven", partial(choice, allowed=POLICIES)),
+        "reproducible_release": Field(False, boolean),
     }
     if query == "prediction":
         fields["global_sensitivity"] = Field("range", partial(choice, allowed=GLOBAL_SENSITIVITIES))
@@ -83,6 +92,7 @@ def privacy_settings(cfg: Any, *, query: str = "prediction") -> PrivacySettings:
     p = strict(cfg, privacy_fields(query), prefix="privacy")
     s = PrivacySettings(query=query, epsilons=p["epsilons"], delta=p["delta"], releases=p["releases"],
                         beta=p["beta"], n_draws=p["n_draws"],
-                        global_sensitivity=p.get("global_sensitivity", "none"), smoothness=p["smoothness"])
+                        global_sensitivity=p.get("global_sensitivity", "none"), smoothness=p["smoothness"],
+                        reproducible_release=p["reproducible_release"])
     s.mechanisms(n_params=1 if query == "parameter" else None)
     return s

@@ -13,6 +13,14 @@
 * **DP-SGD head** (:func:`dpsgd_head`): the same logistic head trained by the project's DP-SGD
   (:func:`certdp.privacy.dpsgd_core.dpsgd_poisson`) at the whole (eps, delta).
 
+Nothing here is published.  The hybrid writes no released head or adapter for publication:
+its ``results.csv`` / ``accounting.csv`` are the statistics of ``head.n_draws`` seeded draws
+(:func:`certdp.seeding.generator_for` through :mod:`certdp.privacy.noise`), and
+``hybrid.work_dir`` (adapters trained with seeded DP-SGD noise, the heads' non-private
+envelopes) is a private cache.  All of it is the researcher's report, so seeded draws are right
+here; a head meant for publication would take its noise from
+:func:`certdp.privacy.noise.release_source` (docs/privacy-as-published.md).
+
 PCA is fitted on the public embeddings only.  Accuracies threshold the logit margin at a value
 chosen on the public set (``hybrid.threshold=public``) or at 0: post-processing of the released
 model with public data.

@@ -1,8 +1,9 @@
 """The release interface: a :class:`Mechanism` is a frozen description of one noisy release.
 
 Every mechanism releases q(D) + scale * Z for a scalar or vector query q; ``scale(sensitivity)``
-maps the (smooth or global) l1 sensitivity to the noise scale and ``sample(generator, shape)``
-draws standard noise Z.  Adjacency is substitution (d(D, D') = 1).  What a subclass declares:
+maps the (smooth or global) l1 sensitivity to the noise scale and ``sample(source, shape)``
+draws standard noise Z from a source of :mod:`certdp.privacy.noise` (the OS CSPRNG for a
+published release, a seeded generator for the statistics of a run).  Adjacency is substitution (d(D, D') = 1).  What a subclass declares:
 
 ==============  =================================================================================
 ``name``        the name ``privacy.releases`` uses (a subclass with a name registers itself)
@@ -18,7 +19,8 @@ and, so that the base class does the rest, optionally:
 
 ================  ===============================================================================
 ``scale_factor``  k with scale(S) = k * S / eps (else the subclass writes ``scale``)
-``noise``         ``staticmethod`` drawing standard noise (else the subclass writes ``sample``)
+``noise``         ``staticmethod`` drawing standard noise from a source: one of the samplers of
+                  :mod:`certdp.privacy.noise` (else the subclass writes ``sample``)
 ``max_beta()``    the largest admissible beta (smooth releases)
 ``default_beta``  the beta used when none is given (default: ``max_beta()``)
 ``description``   names the release in the refusal of a beta outside (0, max_beta()]
@@ -40,6 +42,7 @@ from typing import Callable, ClassVar
 import torch
 
 from certdp.errors import ConfigError
+from certdp.privacy.noise import as_source
 
 KINDS = ("smooth", "global")
 QUERIES = ("prediction", "parameter")
@@ -68,22 +71,6 @@ def check_beta(beta: float, limit: float, name: str, strict: bool = False) -> No
 def check_n_params(p) -> None:
     if not (isinstance(p, int) and p >= 1):
         raise ConfigError("model", f"the number of released parameters must be an integer >= 1 (got {p!r})")
-
-
-def cauchy_noise(g: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
-    """Standard Cauchy draws by inversion (one uniform each)."""
-    u = torch.rand(shape, generator=g, dtype=dtype)
-    return torch.tan(math.pi * (u - 0.5))
-
-
-def laplace_noise(g: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
-    """Standard Laplace draws by inversion (one uniform each)."""
-    u = torch.rand(shape, generator=g, dtype=dtype) - 0.5
-    return -torch.sign(u) * torch.log1p(-2 * u.abs())
-
-
-def gaussian_noise(g: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
-    return torch.randn(shape, generator=g, dtype=dtype)
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -189,8 +176,10 @@ class Mechanism:
             raise NotImplementedError(f"mechanism '{self.name}' does not implement scale")
         return self.scale_factor * sensitivity / self.epsilon
 
-    def sample(self, generator: torch.Generator, shape, dtype=torch.float64) -> torch.Tensor:
-        """Standard noise Z of this shape, drawn by ``noise``."""
+    def sample(self, source, shape, dtype=torch.float64) -> torch.Tensor:
+        """Standard noise Z of this shape, drawn by ``noise`` from ``source``: a
+        :class:`certdp.privacy.noise.NoiseSource` (the secure one for a published release) or a
+        seeded generator (the statistics of a run)."""
         if self.noise is None:
             raise NotImplementedError(f"mechanism '{self.name}' does not implement sample")
-        return self.noise(generator, shape, dtype)
+        return self.noise(as_source(source), shape, dtype)

@@ -34,7 +34,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from certdp.privacy.mechanisms.base import Mechanism, cauchy_noise, laplace_noise
+from certdp.privacy.mechanisms.base import Mechanism
+from certdp.privacy.noise import cauchy, laplace
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class CauchyParams(Mechanism):
     kind = "smooth"
     query = "parameter"
     regime = "pure"
-    noise = staticmethod(cauchy_noise)
+    noise = staticmethod(cauchy)
     description = "the P-parameter Cauchy release u/(eps - P beta)"
     strict_beta = True
 
@@ -80,7 +81,7 @@ class CauchyParams6(Mechanism):
     query = "parameter"
     regime = "pure"
     scale_factor = 6
-    noise = staticmethod(cauchy_noise)
+    noise = staticmethod(cauchy)
     description = "Corollary 4.1's Cauchy release (6u/eps)"
 
     def max_beta(self) -> float:
@@ -112,7 +113,7 @@ class LaplaceParams(Mechanism):
     query = "parameter"
     regime = "approx"
     scale_factor = 2
-    noise = staticmethod(laplace_noise)
+    noise = staticmethod(laplace)
     description = "the Gamma-tail Laplace release (2u/eps)"
 
     def max_beta(self) -> float:
@@ -136,7 +137,7 @@ class LaplaceParamsUnion(Mechanism):
     query = "parameter"
     regime = "approx"
     scale_factor = 2
-    noise = staticmethod(laplace_noise)
+    noise = staticmethod(laplace)
     description = "Corollary 4.1's Laplace release (union bound)"
 
     def max_beta(self) -> float:

@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from certdp.privacy.mechanisms.base import (Mechanism, analytic_gaussian_sigma, cauchy_noise, gaussian_noise,
-                                            laplace_noise)
+from certdp.privacy.mechanisms.base import Mechanism, analytic_gaussian_sigma
+from certdp.privacy.noise import cauchy, gaussian, laplace
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class CauchyTight(Mechanism):
     kind = "smooth"
     query = "prediction"
     regime = "pure"
-    noise = staticmethod(cauchy_noise)
+    noise = staticmethod(cauchy)
     description = "the one-dimensional Cauchy mechanism S/(eps-beta)"
     strict_beta = True
 
@@ -72,7 +72,7 @@ class CauchySmooth(Mechanism):
     query = "prediction"
     regime = "pure"
     scale_factor = 6
-    noise = staticmethod(cauchy_noise)
+    noise = staticmethod(cauchy)
     description = "the Cauchy mechanism (6S/eps)"
 
     def max_beta(self) -> float:
@@ -90,7 +90,7 @@ class LaplaceSmooth(Mechanism):
     query = "prediction"
     regime = "approx"
     scale_factor = 2
-    noise = staticmethod(laplace_noise)
+    noise = staticmethod(laplace)
     description = "the smooth Laplace mechanism"
 
     def max_beta(self) -> float:
@@ -107,7 +107,7 @@ class LaplaceGlobal(Mechanism):
     regime = "pure"
     beta = 0.0
     scale_factor = 1
-    noise = staticmethod(laplace_noise)
+    noise = staticmethod(laplace)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class GaussianGlobal(Mechanism):
     query = "prediction"
     regime = "approx"
     beta = 0.0
-    noise = staticmethod(gaussian_noise)
+    noise = staticmethod(gaussian)
 
     def multiplier(self) -> float:
         classic = math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
