@@ -1,25 +1,51 @@
-"""One window of F training steps as a mixed-integer linear program: the rows (clipped-gradient
-encodings, one binary per substitutable record, the update equations) and the solvers (HiGHS via
-highspy, CBC via pulp).  The derivation and the soundness argument are in certdp/bounds/milp.py;
-here every solver outcome is reported with its status, so that the certificate uses proven
-bounds only."""
+"""One window of F training steps as a mixed-integer linear program, and bounds on its optimum
+that are valid whatever the LP solver returns.
+
+* :func:`build` writes the rows (clipped-gradient encodings, one binary per substitutable record,
+  the update equations) with the *rounding slacks* that make every floating-point run of the
+  algorithm a feasible point (certdp/bounds/milp.py, "Floating point");
+* :func:`safe_lower_bound` is the Neumaier-Shcherbina bound: from *any* vector y of row
+  multipliers it gives a lower bound on min c.x over the LP relaxation, evaluated with outward
+  rounding (each product moved one ulp outward, each sum by a bound on its rounding error), so
+  it is a bound on the exact problem the floats describe, never a solver's claim;
+* :func:`equilibrate` scales rows and columns by powers of two (exact) before the LP goes to the
+  solver; the dual of the scaled LP is mapped back and the bound is computed on the unscaled LP;
+* :func:`bound_target` is a best-first branch and bound over the binaries whose every node is an
+  LP relaxation bounded by :func:`safe_lower_bound`: the minimum over its open nodes is a bound
+  on the MIP's optimum (every integral point lies in one node), with ``lp_only`` the root alone.
+
+The solver (HiGHS via highspy, or CBC via pulp) only proposes dual vectors and primal points
+(used to pick a branching binary); a solver that returns garbage, stops at a time limit or fails
+gives a looser bound (at worst the variable bound of the objective column, i.e. the propagated
+box), never an unsound one."""
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import sys
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 
 from certdp.losses import MSE, Loss
 
-MIP_ABS_GAP = 1e-10
-HIGHS_TOLERANCES = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9,
-                    "mip_feasibility_tolerance": 1e-9}
+HIGHS_TOLERANCES = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}
+# unit roundoff of float64, and an absolute allowance for underflow (every rounding error of a
+# product below the normal range is < 2^-1074; 2^-1000 stays far above it after amplification by
+# any finite coefficient we multiply it with below, and far below any width of interest)
+U = 2.0 ** -53
+TINY = 2.0 ** -1000
+# a binary within this of 0 or 1 in a node's LP solution is not branched on (a choice of the
+# search only; the node's bound is the safe bound either way)
+INT_TOL = 1e-6
+# the stopping gap of the branch and bound below which it stops early (absolute part)
+ABS_GAP = 1e-10
 
 
 # ------------------------------------------------------------------------ problem description
@@ -56,9 +82,50 @@ class WindowProblem:
     k: int
 
 
-def build(prob: WindowProblem):
-    """Columns (lower, upper, integrality) and rows of the window MILP; returns also the column
-    indices of theta_F."""
+@dataclass(frozen=True)
+class LinearProgram:
+    """min c.x subject to row_lo <= A x <= row_hi and col_lo <= x <= col_hi (finite), with the
+    columns ``binaries`` integral in the MIP; ``targets``: the columns of theta_F."""
+
+    A: sp.csr_matrix
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    col_lo: np.ndarray
+    col_hi: np.ndarray
+    binaries: np.ndarray
+    targets: np.ndarray
+
+    @cached_property
+    def AT(self) -> sp.csr_matrix:
+        """A transposed (row j: the coefficients of column j), for A^T y."""
+        return self.A.T.tocsr()
+
+    @cached_property
+    def absAT(self) -> sp.csr_matrix:
+        return abs(self.AT)
+
+
+def update_slack(*, b: int, lr: float, clip: float, magnitude: float) -> float:
+    """A bound on |fl(lam theta - lr mean(g)) - (lam theta - (lr / b) sum g)| for |theta| <= magnitude
+    and |g_i| <= clip, plus the rounding of the coefficient lr / b: the (b + 8) roundings of the
+    sum, mean, products and difference, each at most U times a magnitude below magnitude + lr clip,
+    with a factor 4 over the first-order bound (it also covers the evaluation of this formula)."""
+    return 4.0 * (b + 8) * U * (magnitude + lr * clip) + TINY * (1.0 + magnitude + lr * clip)
+
+
+def gradient_slack(*, scale: float, x: np.ndarray, mag: np.ndarray, y: float) -> float:
+    """A bound on how far the float64 value of z = scale (x~ . theta - y) (what training computes,
+    in any summation order) and the LP's z (coefficients fl(scale x~_q), fl(-scale y), evaluated
+    exactly) can each be from the exact z, and on the rounding of z's range over the box, for
+    |theta_q| <= mag_q: (P + 4) roundings of terms at most |scale| (sum |x~_q| mag_q + |y|), with a
+    factor 4 over the first-order bound, plus the underflow allowance."""
+    P = x.shape[0]
+    base = float(np.sum(np.abs(x) * mag)) + abs(y)
+    return 4.0 * (P + 6) * U * abs(scale) * base + TINY * (P + 6) * (1.0 + abs(scale)) * (1.0 + float(mag.max()))
+
+
+def build(prob: WindowProblem) -> LinearProgram:
+    """The window MILP (certdp/bounds/milp.py: encoding and floating-point slacks)."""
     F, b, P = prob.xt.shape
     g = prob.clip
     col_lo, col_hi, integ = [], [], []
@@ -74,19 +141,40 @@ def build(prob: WindowProblem):
     k_eff = min(prob.k, prob.n_records)
     if k_eff < prob.n_records:
         rows.add(subst, np.ones(prob.n_records), hi=float(k_eff))
+    magnitude = float(np.maximum(np.abs(prob.boxes_lo), np.abs(prob.boxes_hi)).max())
+    eps = update_slack(b=b, lr=prob.lr, clip=g, magnitude=magnitude)
     if not isinstance(prob.loss, MSE):
         # hinge: aggregated per step (below); mse: one clipped-gradient column per slot and coordinate
-        _hinge_steps(prob, theta, subst, rows, new)
-        return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows, theta[F])
+        _hinge_steps(prob, theta, subst, rows, new, eps)
+    else:
+        _mse_steps(prob, theta, subst, rows, new, eps)
+    n = len(col_lo)
+    starts = np.cumsum([0] + [len(c) for c in rows.idx]).astype(np.int64)
+    idx = np.concatenate(rows.idx) if rows.idx else np.zeros(0, np.int64)
+    val = np.concatenate(rows.val) if rows.val else np.zeros(0)
+    A = sp.csr_matrix((val, idx, starts), shape=(len(rows.lower), n))
+    A.sum_duplicates()
+    return LinearProgram(A, np.asarray(rows.lower, dtype=np.float64), np.asarray(rows.upper, dtype=np.float64),
+                         np.asarray(col_lo, dtype=np.float64), np.asarray(col_hi, dtype=np.float64),
+                         np.nonzero(integ)[0].astype(np.int64), np.asarray(theta[F], dtype=np.int64))
+
+
+def _mse_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, eps: float) -> None:
+    """MSE: per slot and coordinate, the clipped gradient clip(z), z = 2 x~_p (x~ . theta - y), by
+    big-M pairs over z's range on the box widened by the rounding slack delta; the gradient used,
+    G, within 2 g s + delta of it; the update equations within eps."""
+    F, b, P = prob.xt.shape
+    g = prob.clip
     for t in range(F):
         lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
+        mag_t = np.maximum(np.abs(lo_t), np.abs(hi_t))
         th = theta[t]
         G_cols = []
         for i in range(b):
             x = prob.xt[t, i]
             yi = float(prob.y[t, i])
             s = subst[prob.rec[t, i]]
-            # residual r = x . theta - y over the box: exact range
+            # residual r = x . theta - y over the box: its range (rounding covered by delta)
             r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
             r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
             for p in range(P):
@@ -95,8 +183,11 @@ def build(prob: WindowProblem):
                 scale = 2.0 * x[p]
                 zc = scale * x                      # z = zc . theta - scale * y
                 z0 = -scale * yi
-                zl = min(scale * r_lo, scale * r_hi)
-                zu = max(scale * r_lo, scale * r_hi)
+                delta = gradient_slack(scale=scale, x=x, mag=mag_t, y=yi)
+                zl = min(scale * r_lo, scale * r_hi) - delta
+                zu = max(scale * r_lo, scale * r_hi) + delta
+                if not (np.isfinite(zc).all() and math.isfinite(z0) and math.isfinite(zl) and math.isfinite(zu)):
+                    continue                        # overflows in float64: G stays free in [-g, g]
                 if zu <= -g or zl >= g:             # surely clipped: constant
                     cols, coefs, const = [], [], (-g if zu <= -g else g)
                 else:
@@ -115,20 +206,18 @@ def build(prob: WindowProblem):
                         # v <= -g - z - L (1 - d), L = -g - zu
                         rows.add(th + [v, dv], np.concatenate([zc, [1.0, -(-g - zu)]]), hi=-g - z0 - (-g - zu))
                         cols.append(v); coefs.append(1.0)
-                # |G - c| <= 2 g s
+                # |G - clip(z)| <= 2 g s + delta
                 cc = np.asarray(coefs, dtype=np.float64)
-                rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [-2 * g]]), hi=const)
-                rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [2 * g]]), lo=const)
-        # theta_{t+1} = lam theta_t - lr/b sum_i G
+                rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [-2 * g]]), hi=const + delta)
+                rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [2 * g]]), lo=const - delta)
+        # theta_{t+1} = lam theta_t - lr/b sum_i G, up to the update's rounding eps
         for p in range(P):
             gs = [c for (q, c) in G_cols if q == p]
             rows.add([theta[t + 1][p], theta[t][p]] + gs,
-                     np.concatenate([[1.0, -prob.lam], np.full(len(gs), prob.lr / b)]), lo=0.0, hi=0.0)
-    return (np.asarray(col_lo), np.asarray(col_hi), np.asarray(integ, dtype=np.int64), rows,
-            theta[F])
+                     np.concatenate([[1.0, -prob.lam], np.full(len(gs), prob.lr / b)]), lo=-eps, hi=eps)
 
 
-def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new) -> None:
+def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, eps: float) -> None:
     """The hinge window's steps, aggregated per step (module docstring of certdp/bounds/milp.py).
 
     Slot i of step t (record j, s_j its substitution binary) contributes u_i kappa_i + e_i with
@@ -138,11 +227,13 @@ def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new) -> None:
     (s_j = 0: G_i = a_i kappa_i; s_j = 1: G_i = e_i, free in [-g, g]), with u_i linearised by
     u <= a, u <= 1 - s, u >= a - s (exact at binary a, s).  The e_i of a step enter only through
     their sum E_t = sum_i e_i, whose exact range is |E_t,p| <= g sum_{i in B_t} s_j(i): one
-    column per step and coordinate instead of b."""
+    column per step and coordinate instead of b.  The margin m = y x~ . theta that training
+    computes is within delta_m of the LP's, so the indicator rows leave delta_m around 1."""
     F, b, P = prob.xt.shape
     g, eta = prob.clip, prob.lr / b
     for t in range(F):
         lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
+        mag_t = np.maximum(np.abs(lo_t), np.abs(hi_t))
         th = theta[t]
         cols: list[list] = [[] for _ in range(P)]
         coefs: list[list] = [[] for _ in range(P)]
@@ -154,20 +245,25 @@ def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new) -> None:
             s = subst[prob.rec[t, i]]
             s_step.append(s)
             kappa = np.clip(-yi * x, -g, g)
-            m_lo = float(np.sum(np.minimum(yi * x * lo_t, yi * x * hi_t)))
-            m_hi = float(np.sum(np.maximum(yi * x * lo_t, yi * x * hi_t)))
-            if m_lo >= 1.0:
+            dm = gradient_slack(scale=1.0, x=x, mag=mag_t, y=0.0)
+            # the range of both margins (training's and the LP's) over the box
+            m_lo = float(np.sum(np.minimum(yi * x * lo_t, yi * x * hi_t))) - 2 * dm
+            m_hi = float(np.sum(np.maximum(yi * x * lo_t, yi * x * hi_t))) + 2 * dm
+            finite = math.isfinite(m_lo) and math.isfinite(m_hi) and np.isfinite(x).all()
+            if finite and m_lo >= 1.0:
                 continue                                    # surely inactive: a = 0, u = 0
-            if m_hi < 1.0:
+            if finite and m_hi < 1.0:
                 # surely active: a = 1, u = 1 - s
                 const += kappa
                 for p in range(P):
                     cols[p].append(s); coefs[p].append(-float(kappa[p]))
                 continue
             act = new(0.0, 1.0, True)
-            # m <= 1 + (mU - 1)(1 - a);  m >= 1 - (1 - mL) a
-            rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0]]), hi=m_hi)
-            rows.add(th + [act], np.concatenate([yi * x, [1.0 - m_lo]]), lo=1.0)
+            if finite:
+                # m <= 1 + dm + (mU - 1 - dm)(1 - a);  m >= 1 - dm - (1 - dm - mL) a
+                rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0 - dm]]), hi=m_hi)
+                rows.add(th + [act], np.concatenate([yi * x, [1.0 - dm - m_lo]]), lo=1.0 - dm)
+            # (a margin that overflows float64 leaves a free)
             u = new(0.0, 1.0)
             rows.add([u, act], [1.0, -1.0], hi=0.0)         # u <= a
             rows.add([u, s], [1.0, 1.0], hi=1.0)            # u <= 1 - s
@@ -179,13 +275,125 @@ def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new) -> None:
             E = new(-g * b, g * b)
             rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, -g)]), hi=0.0)
             rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, g)]), lo=0.0)
-            # theta_{t+1} = lam theta_t - eta (const + sum coefs . cols + E)
+            # theta_{t+1} = lam theta_t - eta (const + sum coefs . cols + E), up to eps
+            c0 = -eta * float(const[p])
             rows.add([theta[t + 1][p], th[p], E] + cols[p],
                      np.concatenate([[1.0, -prob.lam, eta], eta * np.asarray(coefs[p], dtype=np.float64)]),
-                     lo=-eta * float(const[p]), hi=-eta * float(const[p]))
+                     lo=c0 - eps, hi=c0 + eps)
 
 
-# ------------------------------------------------------------------------ solvers
+# ------------------------------------------------------------------------ safe bounds
+def _down(v):
+    """The next float below (a lower bound on the exact result of one rounded operation)."""
+    return np.nextafter(v, -np.inf)
+
+
+def _up(v):
+    return np.nextafter(v, np.inf)
+
+
+def sum_down(v: np.ndarray) -> float:
+    """A float <= the exact sum of the floats ``v`` (-inf if any is NaN or -inf): the computed sum
+    (any order) is within gamma_{n-1} sum |v_i| of it, bounded by 4 (n + 1) U times the computed
+    sum of |v_i| (which covers the evaluation of the bound itself); the last subtraction is
+    rounded down by one ulp."""
+    v = np.asarray(v, dtype=np.float64)
+    if v.size == 0:
+        return 0.0
+    if np.isnan(v).any() or np.isneginf(v).any():
+        return -math.inf
+    v = np.minimum(v, np.finfo(np.float64).max)        # a lower bound of +inf (overflow) stays one
+    n = v.size
+    s = float(np.sum(v))
+    a = float(np.sum(np.abs(v)))
+    err = 4.0 * (n + 1) * U * a + (n + 1) * TINY
+    out = float(_down(s - err))
+    return out if not math.isnan(out) else -math.inf
+
+
+def _mul_down(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise lower bounds on the exact products a b (one rounding: one ulp down; an
+    underflow to 0 goes to the smallest subnormal below 0)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _down(a * b)
+
+
+def safe_lower_bound(lp: LinearProgram, c: np.ndarray, y: np.ndarray | None, *,
+                     col_lo: np.ndarray | None = None, col_hi: np.ndarray | None = None) -> float:
+    """A rigorous lower bound on min c.x over row_lo <= A x <= row_hi, col_lo <= x <= col_hi (the
+    LP relaxation, exact arithmetic on the stored floats), from *any* multipliers ``y`` (None: 0).
+
+    For every feasible x and every y: c.x = y.(A x) + (c - A^T y).x, and y_i (A x)_i >= y_i row_lo_i
+    (y_i > 0) or y_i row_hi_i (y_i < 0) -- a multiplier whose side is infinite is set to 0 first
+    --, and d_j x_j >= min(d_j col_lo_j, d_j col_hi_j) for d = c - A^T y (Neumaier and
+    Shcherbina, "Safe bounds in linear and mixed-integer linear programming", 2004).  d is
+    enclosed in [d_lo, d_hi] with a bound on the rounding of the sparse products and sums, the
+    minimum over the box of d_j x_j is the least of the four corner products each rounded down,
+    and the sum is :func:`sum_down`: the result is <= the exact value of the expression, hence <=
+    the LP's minimum, whatever y is (a poor y only loosens it).  ``col_lo``/``col_hi`` override the
+    column bounds (a branch-and-bound node)."""
+    lo = lp.col_lo if col_lo is None else col_lo
+    hi = lp.col_hi if col_hi is None else col_hi
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        raise ValueError("safe_lower_bound needs finite column bounds")
+    m = lp.A.shape[0]
+    yy = np.zeros(m) if y is None else np.array(y, dtype=np.float64)
+    yy[~np.isfinite(yy)] = 0.0
+    yy[(yy > 0) & ~np.isfinite(lp.row_lo)] = 0.0
+    yy[(yy < 0) & ~np.isfinite(lp.row_hi)] = 0.0
+    side = np.where(yy > 0, lp.row_lo, np.where(yy < 0, lp.row_hi, 0.0))
+    rho = _mul_down(yy, np.where(yy != 0, side, 0.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = lp.AT @ yy
+        sa = lp.absAT @ np.abs(yy)
+        nnz = np.diff(lp.AT.indptr)
+        nmax = float(nnz.max()) if nnz.size else 0.0
+        e = 4.0 * (nmax + 2) * U * (sa + np.abs(c)) + (nmax + 2) * TINY
+        d = c - s
+        d_lo = _down(d - e)
+        d_hi = _up(d + e)
+        corners = np.stack([_mul_down(d_lo, lo), _mul_down(d_lo, hi), _mul_down(d_hi, lo), _mul_down(d_hi, hi)])
+    kappa = corners.min(0)
+    if np.isnan(kappa).any() or np.isnan(rho).any():
+        return -math.inf
+    return sum_down(np.concatenate([rho, kappa]))
+
+
+def proves_infeasible(lp: LinearProgram, ray: np.ndarray, *, col_lo: np.ndarray, col_hi: np.ndarray) -> bool:
+    """True when ``ray`` (or its negative) is a verified Farkas certificate: the safe lower bound
+    of min 0.x with it as multipliers is > 0, which no feasible x allows."""
+    zero = np.zeros(lp.A.shape[1])
+    return any(safe_lower_bound(lp, zero, sgn * ray, col_lo=col_lo, col_hi=col_hi) > 0 for sgn in (1.0, -1.0))
+
+
+def equilibrate(A: sp.csr_matrix, passes: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column scale factors (powers of two, so that scaling is exact) that bring every
+    row's and column's nonzero magnitudes to a geometric mean near 1 (alternating passes): the
+    solver then works on coefficients within its tolerances' reach even where big-M constants
+    are ~1e13 (records of 1e6)."""
+    m, n = A.shape
+    r, c = np.ones(m), np.ones(n)
+    B = A.tocoo()
+    keep = (B.data != 0) & np.isfinite(B.data)
+    rows, cols, v = B.row[keep], B.col[keep], np.abs(B.data[keep])
+    if v.size == 0:
+        return r, c
+
+    def factor(vals, idx, size):
+        big = np.zeros(size); np.maximum.at(big, idx, vals)
+        small = np.full(size, np.inf); np.minimum.at(small, idx, vals)
+        ok = big > 0
+        f = np.ones(size)
+        f[ok] = np.exp2(-np.round(0.5 * (np.log2(big[ok]) + np.log2(small[ok]))))
+        return f
+
+    for _ in range(passes):
+        r *= factor(v * r[rows] * c[cols], rows, m)
+        c *= factor(v * r[rows] * c[cols], cols, n)
+    return r, c
+
+
+# ------------------------------------------------------------------------ LP oracles
 # highspy and pulp are imported where a window is solved: importing them costs start-up time
 # for every command, and a build without highspy falls back to CBC (solve_window).
 _BANNER_DONE = False
@@ -212,177 +420,224 @@ def _highs():
     return h
 
 
-def _solve_highs(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=False):
-    """Per target: the LP relaxation's optimum (a proven bound, cheap), then unless ``lp_only``
-    the MIP with the time left of the target's ``time_limit``; the larger of the two proven lower
-    bounds is returned (None: neither)."""
-    import highspy
-    h = _highs()
-    for name, v in (("threads", 1), *HIGHS_TOLERANCES.items(),
-                    ("mip_rel_gap", mip_gap), ("mip_abs_gap", MIP_ABS_GAP), ("time_limit", float(time_limit))):
-        h.setOptionValue(name, v)
-    inf = highspy.kHighsInf
-    n = len(col_lo)
-    h.addVars(n, col_lo, col_hi)
-    starts = np.cumsum([0] + [len(c) for c in rows.idx[:-1]]).astype(np.int32) if rows.idx else np.zeros(0, np.int32)
-    idx = np.concatenate(rows.idx).astype(np.int32) if rows.idx else np.zeros(0, np.int32)
-    val = np.concatenate(rows.val) if rows.val else np.zeros(0)
-    lo = np.array([(-inf if math.isinf(v) else v) for v in rows.lower], dtype=np.float64)
-    hi = np.array([(inf if math.isinf(v) else v) for v in rows.upper], dtype=np.float64)
-    h.addRows(len(lo), lo, hi, len(idx), starts, idx, val)
-    ints = np.nonzero(integ)[0].astype(np.int32)
-    is_mip = len(ints) > 0
-    stats = {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0, "lp_better": 0,
-             "lp_seconds": 0.0, "mip_seconds": 0.0}
-    allc = np.arange(n, dtype=np.int32)
-    optimal = highspy.HighsModelStatus.kOptimal
+class _Scaled:
+    """The LP with rows scaled by r and columns by c (x = c x~): what the solver sees."""
 
-    def objective(col, sign):
-        cost = np.zeros(n); cost[col] = sign
-        h.changeColsCost(n, allc, cost)
+    def __init__(self, lp: LinearProgram):
+        self.lp = lp
+        self.r, self.c = equilibrate(lp.A)
+        self.A = (sp.diags(self.r) @ lp.A @ sp.diags(self.c)).tocsr()
+        with np.errstate(invalid="ignore"):
+            self.row_lo = self.r * lp.row_lo
+            self.row_hi = self.r * lp.row_hi
 
-    # 1. the LP relaxation of every target (all columns continuous): its optimum bounds the MIP's
-    lp_val, lp_sec = [None] * len(targets), [0.0] * len(targets)
-    for j, (col, sign) in enumerate(targets):
-        objective(col, sign)
-        t0 = time.perf_counter()
-        h.run()
-        lp_sec[j] = time.perf_counter() - t0
-        st = h.getModelStatus()
-        if st == optimal:
-            v = float(h.getInfo().objective_function_value)
-            lp_val[j] = v if math.isfinite(v) else None
-        elif st == highspy.HighsModelStatus.kTimeLimit and (lp_only or not is_mip):
-            stats["time_limited"] += 1
-        h.clearSolver()
-    stats["lp_seconds"] = float(sum(lp_sec))
-    if lp_only or not is_mip:
-        out = []
-        for v in lp_val:
-            stats["proven" if v is not None else "fallback"] += 1
-            stats["not_optimal"] += v is None
-            out.append(v)
-        return out, stats
-    # 2. the MIP, each target with what its LP left of the time limit
-    h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
-    out = []
-    t_mip = time.perf_counter()
-    for j, (col, sign) in enumerate(targets):
-        objective(col, sign)
-        h.setOptionValue("time_limit", max(1e-3, float(time_limit) - lp_sec[j]))
+    def cols(self, lo, hi):
+        return lo / self.c, hi / self.c
+
+
+class HighsLP(_Scaled):
+    """LP relaxations on HiGHS, warm-started from node to node; returns unscaled (y, x)."""
+
+    def __init__(self, lp: LinearProgram):
+        super().__init__(lp)
+        import highspy
+        self.hs = highspy
+        h = _highs()
+        for name, v in (("threads", 1), *HIGHS_TOLERANCES.items()):
+            h.setOptionValue(name, v)
+        inf = highspy.kHighsInf
+        lo, hi = self.cols(lp.col_lo, lp.col_hi)
+        n = len(lo)
+        h.addVars(n, lo, hi)
+        A = self.A
+        rl = np.where(np.isfinite(self.row_lo), self.row_lo, -inf)
+        ru = np.where(np.isfinite(self.row_hi), self.row_hi, inf)
+        h.addRows(A.shape[0], rl, ru, A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32),
+                  A.data.astype(np.float64))
+        self.h = h
+        self.n = n
+        self.allc = np.arange(n, dtype=np.int32)
+        self.ints = lp.binaries.astype(np.int32)
+        self.cost_col = None
+
+    def solve(self, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, time_limit: float):
+        """(status, y, x, ray): status 'optimal' | 'infeasible' | 'other'; y, x unscaled or None."""
+        h, hs = self.h, self.hs
+        h.changeColsCost(self.n, self.allc, c * self.c)
+        slo, shi = lo[self.ints] / self.c[self.ints], hi[self.ints] / self.c[self.ints]
+        if len(self.ints):
+            h.changeColsBounds(len(self.ints), self.ints, slo, shi)
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
         h.run()
         st = h.getModelStatus()
-        info = h.getInfo()
-        if st == highspy.HighsModelStatus.kTimeLimit:
-            stats["time_limited"] += 1
-        if st != optimal:
-            stats["not_optimal"] += 1           # a bound, but not within the stopping gap
-        bound = None
-        if st in (optimal, highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kIterationLimit,
-                  highspy.HighsModelStatus.kSolutionLimit, highspy.HighsModelStatus.kInterrupt):
-            bound = float(info.mip_dual_bound)
-            if not math.isfinite(bound):
-                bound = None
-        if lp_val[j] is not None and (bound is None or lp_val[j] > bound):
-            stats["lp_better"] += 1
-            bound = lp_val[j]
-        if bound is None:
-            stats["fallback"] += 1
-        else:
-            stats["proven"] += 1
-        out.append(bound)
-        h.clearSolver()
-    stats["mip_seconds"] = time.perf_counter() - t_mip
-    return out, stats
+        sol = h.getSolution()
+        y = self.r * np.asarray(sol.row_dual) if sol.dual_valid else None
+        x = self.c * np.asarray(sol.col_value) if sol.value_valid else None
+        if st == hs.HighsModelStatus.kOptimal:
+            return "optimal", y, x, None
+        if st == hs.HighsModelStatus.kInfeasible:
+            _, has, ray = h.getDualRay()
+            return "infeasible", y, None, (self.r * np.asarray(ray) if has else None)
+        if st == hs.HighsModelStatus.kTimeLimit:
+            return "time_limit", y, x, None
+        return "other", y, x, None
 
 
-def _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=False):
-    import pulp
-    stats = {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0}
+class CbcLP(_Scaled):
+    """LP relaxations on CBC through pulp (one process per solve); returns unscaled (y, x)."""
 
-    def make(relax: bool):
-        prob = pulp.LpProblem("window", pulp.LpMinimize)
-        vs = [pulp.LpVariable(f"v{j}", lowBound=float(col_lo[j]), upBound=float(col_hi[j]),
-                              cat=("Integer" if (integ[j] and not relax) else "Continuous"))
-              for j in range(len(col_lo))]
-        for r, (ci, cv) in enumerate(zip(rows.idx, rows.val)):
-            e = pulp.LpAffineExpression([(vs[int(c)], float(v)) for c, v in zip(ci, cv)])
-            lo, hi = rows.lower[r], rows.upper[r]
-            if lo == hi:
-                prob += (e == lo), f"r{r}"
-            else:
-                if not math.isinf(lo):
-                    prob += (e >= lo), f"r{r}l"
-                if not math.isinf(hi):
-                    prob += (e <= hi), f"r{r}u"
-        return prob, vs
-
-    if lp_only:
-        rp, rv = make(True)
-        out = []
-        for col, sign in targets:
-            rp.setObjective(pulp.LpAffineExpression([(rv[col], float(sign))]))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                rp.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, timeLimit=time_limit))
-            bound = float(pulp.value(rp.objective)) if rp.status == pulp.LpStatusOptimal else None
-            stats["proven" if bound is not None else "fallback"] += 1
-            stats["not_optimal"] += bound is None
-            out.append(bound)
-        return out, stats
-    prob, vs = make(False)
-    relax = None
-    out = []
-    for col, sign in targets:
-        prob.setObjective(pulp.LpAffineExpression([(vs[col], float(sign))]))
+    def __init__(self, lp: LinearProgram):
+        super().__init__(lp)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)     # PULP_CBC_CMD: the bundled CBC
-            prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, threads=1))
-        bound = None
-        if prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal:
-            bound = float(pulp.value(prob.objective))
-        else:
-            # time limit: an incumbent is not a bound; the LP relaxation's optimum is
-            stats["time_limited"] += 1
-            stats["not_optimal"] += 1
-            if relax is None:
-                relax = make(True)
-            rp, rv = relax
-            rp.setObjective(pulp.LpAffineExpression([(rv[col], float(sign))]))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                rp.solve(pulp.PULP_CBC_CMD(msg=False, threads=1))
-            if rp.status == pulp.LpStatusOptimal:
-                bound = float(pulp.value(rp.objective))
-        if bound is None:
-            stats["fallback"] += 1
-        else:
-            stats["proven"] += 1
-        out.append(bound)
-    return out, stats
+            warnings.simplefilter("ignore", DeprecationWarning)     # pulp 3's API, deprecated for pulp 4
+            self._build(lp)
+
+    def _build(self, lp: LinearProgram):
+        import pulp
+        self.pulp = pulp
+        lo, hi = self.cols(lp.col_lo, lp.col_hi)
+        prob = pulp.LpProblem("window", pulp.LpMinimize)
+        vs = [pulp.LpVariable(f"v{j}", lowBound=float(lo[j]), upBound=float(hi[j])) for j in range(len(lo))]
+        A = self.A
+        self.names = []
+        for r in range(A.shape[0]):
+            a, z = A.indptr[r], A.indptr[r + 1]
+            e = pulp.LpAffineExpression([(vs[int(j)], float(v)) for j, v in zip(A.indices[a:z], A.data[a:z])])
+            rl, ru = self.row_lo[r], self.row_hi[r]
+            names = []
+            if rl == ru:
+                prob += (e == float(rl)), f"r{r}"; names.append(f"r{r}")
+            else:
+                if math.isfinite(rl):
+                    prob += (e >= float(rl)), f"r{r}l"; names.append(f"r{r}l")
+                if math.isfinite(ru):
+                    prob += (e <= float(ru)), f"r{r}u"; names.append(f"r{r}u")
+            self.names.append(names)
+        self.prob, self.vs = prob, vs
+
+    def solve(self, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, time_limit: float):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)     # PULP_CBC_CMD, constraints as a mapping
+            return self._solve(c, lo, hi, time_limit)
+
+    def _solve(self, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, time_limit: float):
+        pulp = self.pulp
+        sc = c * self.c
+        self.prob.setObjective(pulp.LpAffineExpression([(self.vs[j], float(sc[j])) for j in np.nonzero(sc)[0]]))
+        slo, shi = self.cols(lo, hi)
+        for j in self.lp.binaries:
+            self.vs[j].lowBound, self.vs[j].upBound = float(slo[j]), float(shi[j])
+        self.prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, timeLimit=max(1, int(math.ceil(time_limit)))))
+        cons = self.prob.constraints
+        y = np.array([sum((cons[nm].pi or 0.0) for nm in names) for names in self.names], dtype=np.float64)
+        x = np.array([(v.varValue if v.varValue is not None else np.nan) for v in self.vs], dtype=np.float64)
+        st = "optimal" if self.prob.status == pulp.LpStatusOptimal else (
+            "infeasible" if self.prob.status == pulp.LpStatusInfeasible else "other")
+        return st, self.r * y, self.c * x, None
 
 
-def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: float, lp_only: bool = False):
-    """Proven bounds (lo[P], hi[P]) of theta_F for one radius (None entries: no proven bound);
-    ``lp_only``: the LP relaxation's optimum only."""
+# ------------------------------------------------------------------------ branch and bound
+def bound_target(oracle, lp: LinearProgram, c: np.ndarray, *, lp_only: bool, nodes: int, gap: float,
+                 deadline: float) -> tuple[float, dict]:
+    """A rigorous lower bound on min c.x over the MIP (``lp_only``: over its LP relaxation).
+
+    Best-first branch and bound over the binaries: a node fixes some of them; its bound is the
+    safe bound of its LP relaxation (from the solver's dual at that node), at least its parent's
+    (a node's region lies in its parent's), +inf only for a verified Farkas certificate.  Every
+    integral point lies in exactly one open node, so the least open bound is a bound on the MIP
+    -- whatever the solver returned at each node.  The search expands the open node of least
+    bound, branching on its most fractional binary, and stops when that node's LP solution is
+    integral (its bound is then the MIP's optimum up to the safe bound's slack), within ``gap``
+    (relative, of a heuristic incumbent: an LP solution that was integral), after ``nodes``
+    expansions, or at ``deadline`` (perf_counter seconds)."""
+    info = {"lps": 0, "not_optimal": 0, "time_limited": 0, "nodes": 0, "infeasible": 0, "verified_empty": 0}
+    ints = lp.binaries
+
+    def evaluate(lo, hi, parent):
+        st, y, x, ray = oracle.solve(c, lo, hi, max(1e-3, deadline - time.perf_counter()))
+        info["lps"] += 1
+        if st != "optimal":
+            info["not_optimal"] += 1
+            info["time_limited"] += st == "time_limit"
+        info["infeasible"] += st == "infeasible"
+        if st == "infeasible" and ray is not None and proves_infeasible(lp, ray, col_lo=lo, col_hi=hi):
+            info["verified_empty"] += 1
+            return math.inf, None, None
+        b = safe_lower_bound(lp, c, y, col_lo=lo, col_hi=hi) if y is not None else -math.inf
+        obj = float(c @ x) if (st == "optimal" and x is not None and np.isfinite(x).all()) else None
+        return max(parent, b), (x if st == "optimal" else None), obj
+
+    bound, x, obj = evaluate(lp.col_lo, lp.col_hi, -math.inf)
+    if lp_only or len(ints) == 0 or not math.isfinite(bound):
+        return bound, info
+    heap = [(bound, 0, lp.col_lo, lp.col_hi, x, obj)]
+    seq, incumbent = 1, math.inf
+    while info["nodes"] < nodes and time.perf_counter() < deadline:
+        b, _, lo, hi, x, obj = heap[0]
+        if not math.isfinite(b) or x is None:
+            break                                   # nothing to branch on at the least bound
+        frac = np.abs(x[ints] - np.round(x[ints]))
+        free = lo[ints] < hi[ints]
+        frac = np.where(free, frac, 0.0)
+        j = int(np.argmax(frac))
+        if frac[j] <= INT_TOL:
+            break                                   # integral at the least bound: the MIP's optimum
+        if incumbent < math.inf and incumbent - b <= max(ABS_GAP, gap * abs(incumbent)):
+            break
+        heapq.heappop(heap)
+        info["nodes"] += 1
+        col = int(ints[j])
+        for v in (0.0, 1.0):
+            clo, chi = lo.copy(), hi.copy()
+            clo[col] = chi[col] = v
+            cb, cx, cobj = evaluate(clo, chi, b)
+            if cb == math.inf:
+                continue                            # verified empty
+            if cx is not None and cobj is not None:
+                fr = np.abs(cx[ints] - np.round(cx[ints]))
+                if (fr <= INT_TOL).all():
+                    incumbent = min(incumbent, cobj)
+            heapq.heappush(heap, (cb, seq, clo, chi, cx, cobj))
+            seq += 1
+        if not heap:
+            return math.inf, info                   # every branch verified empty
+    return heap[0][0], info
+
+
+def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: float, lp_only: bool = False,
+                 nodes: int = 64):
+    """Rigorous bounds (lo[P], hi[P]) of theta_F for one radius (-inf / +inf: none better than the
+    variable bounds; see :func:`bound_target`) and the solve's statistics."""
     t0 = time.perf_counter()
-    col_lo, col_hi, integ, rows, thF = build(prob)
-    targets = [(c, 1.0) for c in thF] + [(c, -1.0) for c in thF]
-    fn = _solve_highs if solver == "highs" else _solve_cbc
+    lp = build(prob)
     try:
-        vals, stats = fn(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=lp_only)
+        oracle = HighsLP(lp) if solver == "highs" else CbcLP(lp)
     except ImportError:
         if solver != "highs":
             raise
-        vals, stats = _solve_cbc(col_lo, col_hi, integ, rows, targets, time_limit, mip_gap, lp_only=lp_only)
-    P = len(thF)
-    lo = np.array([(v if v is not None else -np.inf) for v in vals[:P]])
-    hi = np.array([(-v if v is not None else np.inf) for v in vals[P:]])
+        oracle = CbcLP(lp)
+    P = len(lp.targets)
+    n = lp.A.shape[1]
+    out = []
+    stats = {"proven": 0, "fallback": 0, "time_limited": 0, "not_optimal": 0, "lps": 0, "nodes": 0,
+             "infeasible": 0, "verified_empty": 0}
+    for sign in (1.0, -1.0):
+        for col in lp.targets:
+            c = np.zeros(n); c[col] = sign
+            b, info = bound_target(oracle, lp, c, lp_only=lp_only, nodes=nodes, gap=mip_gap,
+                                   deadline=time.perf_counter() + time_limit)
+            for key in ("lps", "nodes", "not_optimal", "time_limited", "infeasible", "verified_empty"):
+                stats[key] += info[key]
+            stats["proven" if math.isfinite(b) else "fallback"] += 1
+            out.append(b)
+    lo = np.array(out[:P])
+    hi = -np.array(out[P:])
     stats["seconds"] = time.perf_counter() - t0
-    stats["binaries"] = int(integ.sum())
+    stats["binaries"] = int(len(lp.binaries))
+    stats["max_coef"] = float(np.abs(lp.A.data).max()) if lp.A.nnz else 0.0
     return lo, hi, stats
 
 
 def solve_task(args):
-    prob, solver, time_limit, mip_gap, lp_only = args
-    return solve_window(prob, solver, time_limit, mip_gap, lp_only)
+    prob, solver, time_limit, mip_gap, lp_only, nodes = args
+    return solve_window(prob, solver, time_limit, mip_gap, lp_only, nodes)
