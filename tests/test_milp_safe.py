@@ -24,6 +24,7 @@ import torch
 
 import certdp.agt as agt
 import certdp.bounds.milp_window as mw
+import certdp.bounds.safe_lp as lpb
 from certdp.agt import run_agt
 from certdp.bounds import get_certificate
 from certdp.bounds.crown import _meet
@@ -80,7 +81,7 @@ def _raw_objective(oracle, lp, c, *, lp_only, nodes, gap, deadline):
     """The planted bug: the solver's own objective (HiGHS's LP optimum and MIP dual bound on the
     unscaled problem, the larger kept), as the engine used before safe bounds."""
     import highspy
-    h = mw._highs()
+    h = lpb._highs()
     for k, v in (("threads", 1), ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
                  ("mip_feasibility_tolerance", 1e-9), ("mip_rel_gap", 1e-4), ("mip_abs_gap", 1e-10)):
         h.setOptionValue(k, v)
@@ -137,7 +138,7 @@ def _known_lp(seed: int):
     er = 2.0 ** rng.choice([-30, 0, 20, 40], size=m)
     ec = 2.0 ** rng.choice([-30, 0, 30], size=n)
     As = (er[:, None] * A) * ec[None, :]                  # x = ec * x', rows scaled by er: exact
-    lp = mw.LinearProgram(sp.csr_matrix(As), er * row_lo, er * row_hi, lo / ec, hi / ec,
+    lp = lpb.LinearProgram(sp.csr_matrix(As), er * row_lo, er * row_hi, lo / ec, hi / ec,
                           np.zeros(0, np.int64), np.arange(n, dtype=np.int64))
     return lp, c * ec, ys / er, opt
 
@@ -146,20 +147,20 @@ def _known_lp(seed: int):
 def test_safe_bound_is_below_known_optima_for_any_dual(seed):
     lp, c, ys, opt = _known_lp(seed)
     # the exact dual: the bound is the optimum up to its outward rounding
-    b = mw.safe_lower_bound(lp, c, ys)
+    b = lpb.safe_lower_bound(lp, c, ys)
     assert Fraction(b) <= opt and b >= float(opt) - 1e-6 * (1 + abs(float(opt)))
     # the solver's dual (scaled, solved, mapped back): valid and tight
-    st, y, x, _ = mw.HighsLP(lp).solve(c, lp.col_lo, lp.col_hi, 10.0)
+    st, y, x, _ = lpb.HighsLP(lp).solve(c, lp.col_lo, lp.col_hi, 10.0)
     assert st == "optimal"
-    b = mw.safe_lower_bound(lp, c, y)
+    b = lpb.safe_lower_bound(lp, c, y)
     assert Fraction(b) <= opt and b >= float(opt) - 1e-6 * (1 + abs(float(opt)))
     # any other multipliers: still a bound (perturbed, flipped, garbage, none)
     gen = np.random.default_rng(100 + seed)
     for scale in (1e-12, 1e-6, 1e-2, 1.0, 1e3):
         yp = y + scale * np.abs(y).max() * gen.standard_normal(y.shape)
-        assert Fraction(mw.safe_lower_bound(lp, c, yp)) <= opt
+        assert Fraction(lpb.safe_lower_bound(lp, c, yp)) <= opt
     for yp in (-y, y * 1e30, np.full_like(y, np.nan), None):
-        v = mw.safe_lower_bound(lp, c, yp)
+        v = lpb.safe_lower_bound(lp, c, yp)
         assert v == -math.inf or Fraction(v) <= opt
 
 
@@ -171,7 +172,7 @@ def test_a_planted_dual_objective_without_the_column_term_is_caught():
     for seed in range(6):
         lp, c, ys, opt = _known_lp(seed)
         zero = np.zeros(lp.A.shape[1])
-        v = mw.safe_lower_bound(lp, c, ys, col_lo=zero, col_hi=zero)     # the column term vanishes
+        v = lpb.safe_lower_bound(lp, c, ys, col_lo=zero, col_hi=zero)     # the column term vanishes
         caught += math.isfinite(v) and Fraction(v) > opt
     assert caught >= 3
 
@@ -181,17 +182,17 @@ def test_verified_infeasibility_and_branch_and_bound_reach_the_mip_optimum():
     branch and bound closes the gap, and a node with x1 = x2 = 1 is dropped only by a verified
     Farkas certificate."""
     A = sp.csr_matrix(np.array([[1.0, 1.0]]))
-    lp = mw.LinearProgram(A, np.array([-np.inf]), np.array([1.5]), np.zeros(2), np.ones(2),
+    lp = lpb.LinearProgram(A, np.array([-np.inf]), np.array([1.5]), np.zeros(2), np.ones(2),
                           np.array([0, 1]), np.array([0, 1]))
     c = np.array([-1.0, -1.0])
-    oracle = mw.HighsLP(lp)
-    root, _ = mw.bound_target(oracle, lp, c, lp_only=True, nodes=0, gap=0.0, deadline=math.inf)
+    oracle = lpb.HighsLP(lp)
+    root, _ = lpb.bound_target(oracle, lp, c, lp_only=True, nodes=0, gap=0.0, deadline=math.inf)
     assert -1.5 - 1e-9 <= root <= -1.5 + 1e-9
-    full, info = mw.bound_target(oracle, lp, c, lp_only=False, nodes=10, gap=0.0, deadline=math.inf)
+    full, info = lpb.bound_target(oracle, lp, c, lp_only=False, nodes=10, gap=0.0, deadline=math.inf)
     assert -1.0 - 1e-9 <= full <= -1.0 and info["nodes"] >= 1
     st, y, x, ray = oracle.solve(c, np.ones(2), np.ones(2), 10.0)
-    assert st == "infeasible" and ray is not None and mw.proves_infeasible(lp, ray, col_lo=np.ones(2), col_hi=np.ones(2))
-    assert not mw.proves_infeasible(lp, ray, col_lo=np.zeros(2), col_hi=np.ones(2))
+    assert st == "infeasible" and ray is not None and lpb.proves_infeasible(lp, ray, col_lo=np.ones(2), col_hi=np.ones(2))
+    assert not lpb.proves_infeasible(lp, ray, col_lo=np.zeros(2), col_hi=np.ones(2))
 
 
 # ----------------------------------------------------------------------------- crossings

@@ -31,7 +31,7 @@ Window encoding (one MILP per radius k and window t0..t0+F-1, start box T_k(t0))
   CPU time was the same).
 
 Objectives (``solve``).  ``milp`` (default): a best-first branch and bound over the binaries
-(milp_window.bound_target) whose every node's bound is a *safe* LP bound (below), up to
+(safe_lp.bound_target) whose every node's bound is a *safe* LP bound (below), up to
 ``nodes`` expansions per objective, ``time_limit`` or ``mip_gap``; the least open node's bound
 is the window's.  ``lp``: the root (the LP relaxation) only.
 
@@ -42,7 +42,7 @@ min c.x s.t. row_lo <= A x <= row_hi, col_lo <= x <= col_hi has
 
     c.x = y.(A x) + (c - A^T y).x >= sum_i min(y_i row_lo_i, y_i row_hi_i) + sum_j min_{x_j} (c - A^T y)_j x_j,
 
-(Neumaier-Shcherbina), which milp_window.safe_lower_bound evaluates with outward rounding (each
+(Neumaier-Shcherbina), which safe_lp.safe_lower_bound evaluates with outward rounding (each
 product one ulp outward, d = c - A^T y enclosed with a bound on the rounding of the sparse
 products and sums, the final sum rounded down by a bound on its error): a lower bound on the
 LP's exact minimum on the stored floats.  A poor y (a time limit, a failure, a solver confused
@@ -52,7 +52,7 @@ the maximum of its parent's and its own safe bound (a node's region lies in its 
 node is dropped only with a verified Farkas certificate (the safe bound of min 0.x from the
 solver's dual ray is > 0); every integral point lies in an open node, so the least open bound
 bounds the MIP.  Before the LP goes to the solver, rows and columns are scaled by powers of two
-(exact) to geometric means near 1 (milp_window.equilibrate): big-M constants of ~1e13 (records of
+(exact) to geometric means near 1 (safe_lp.equilibrate): big-M constants of ~1e13 (records of
 1e6) then reach the solver as coefficients near 1; its dual is mapped back (y = R y~) and the
 bound is computed on the unscaled problem.
 
