@@ -316,7 +316,7 @@ def build() -> list[Probe]:  # noqa: C901 - one table
     t.refuse("agtr", "certificate.solver", ["foo"], base=milp)
     t.refuse("agtr", "certificate.workers", ["abc", "0", "2.7"], base=milp)
     t.refuse("agtr", "certificate.mip_gap", ["abc", "-1", "nan"], base=milp)
-    t.run("agtr", ["certificate.frequency=3", "certificate.on_time_limit=refuse"], base=milp, timeout=300)
+    t.run("agtr", ["certificate.frequency=3", "privacy.smoothness=unproven"], base=milp, timeout=300)
     t.run("agtr", ["certificate=ibp", "certificate.name=ibp", "certificate.aggregation=tau"])
     t.add("agtr", ["default_certificate=foo"], "refuse", ("default_certificate", "certificate.name"),
           base=merge(LIN, ["certificate=auto"]))

@@ -44,6 +44,12 @@ needs T_{r_i}(D) inside T_{r_{i+1}}(D') for neighbours, for the *floating-point*
 * Downward intersection: T_r is valid for every radius below r too, so boxes 1..K are
   intersected downwards (a running max/min from the largest radius); box i of D then maps into
   box i+1 of D' because every D'-box of index > i contains a D-box of index >= i.
+* Crossings (:func:`check_boxes`, after every step's intersections, for every engine): each box
+  of a radius r >= 1 contains the floating-point run of every D' within r, D's own run (the
+  nominal theta) among them, so after the intersections it is never crossed and never excludes
+  the nominal -- unless the engine is unsound.  That is an internal error (a one-line refusal
+  naming the engine), never a swap or a fallback: for a sound engine the check passes on every
+  input, so it cannot make the run's outcome depend on the data.
 
 Per-epoch substitution budget (``certificate.substitutions=per_epoch``, the default)
 ----------------------------------------------------------------------------------
@@ -119,6 +125,7 @@ from certdp import DTYPE
 from certdp.bounds import check_supported, get_certificate
 from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
+from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
 
@@ -287,10 +294,24 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         lo[1:] = torch.flip(torch.cummax(torch.flip(lo[1:], [0]), 0).values, [0])
         hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
         theta = new_theta
+        check_boxes(cert, lo, hi, theta, step=block[-1])
     # The released nominal: the trained parameters, inside the radius-0 box (the engine's bound on
     # the same trajectory; they differ by rounding only).
     nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
     return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
+
+
+def check_boxes(cert: Certificate, lo: torch.Tensor, hi: torch.Tensor, theta: torch.Tensor, *, step: int) -> None:
+    """Refuse (internal error) a crossed box, or a box of a radius >= 1 (rows 1..) that excludes the
+    nominal run ``theta``: no sound engine returns one (module docstring, Crossings)."""
+    bad = (lo > hi).any(-1)
+    bad[1:] |= ((theta < lo[1:]) | (theta > hi[1:])).any(-1)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        raise ConfigError("certificate.name", f"internal error: after step {step} the '{cert.name}' engine's box of "
+                          f"row {row} (0: radius 0) is crossed or excludes the nominal run, which no sound engine "
+                          f"returns: a bug in the engine, not a property of the data; allowed: another certificate "
+                          f"until it is fixed")
 
 
 def epoch_length(plan: torch.Tensor, n: int) -> int | None:
@@ -385,6 +406,7 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
         m = margin()
         wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
         B_lo, B_hi = _intersect_down(nb.lo - m - wid, nb.hi + m + wid)
+        check_boxes(cert, B_lo, B_hi, theta, step=t)       # B contains psi_t, which is theta_t for D itself
         s += 1
     B_lo, B_hi = fold(B_lo, B_hi, s)
     n_c = len(qs) - n_led

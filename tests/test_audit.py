@@ -7,6 +7,7 @@ import yaml
 
 from certdp.bounds import CERTIFICATES, register
 from certdp.bounds.base import Certificate
+from certdp.bounds.ibp import IBP
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
 from certdp.methods import audit
@@ -119,14 +120,19 @@ def test_bad_smoothness_sizes():
     assert e.value.key == "audit.smoothness_n"
 
 
-class _DataScaled(_Nominal):
-    """Sound-looking but not smooth: the envelope's width scales with the largest |label|, which
-    one adversarial substitution multiplies by ~1000."""
+class _DataScaled(IBP):
+    """Sound but not smooth: the per-batch IBP step widened by a width that scales with the
+    largest |label|, which one adversarial substitution multiplies by ~1000.  (Sound, so that
+    AGT's crossing check, which refuses a box excluding the nominal run, lets it through.)"""
 
     name = "datascaled"
+    nesting_monotone = False
+
+    def __init__(self, **_):
+        super().__init__(substitutions="per_batch")
 
     def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
-        nb = super().step_bounds(model, boxes, x, y, subs=subs, settings=settings)
+        nb = super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
         w = 1e-3 * float(y.abs().max()) * subs.to(nb.lo.dtype).unsqueeze(-1)
         return Interval(nb.lo - w, nb.hi + w)
 

@@ -134,9 +134,13 @@ bad("agtr", "certificate.frequency", ["abc", "0", "2.7"], base=MILP)
 bad("agtr", "certificate.solver", ["foo"], base=MILP)
 bad("agtr", "certificate.run_time_limit", ["0", "-5", "abc", "nan", "true"], base=MILP)
 bad("agtr", "certificate.solve", ["foo"], base=MILP)
-# a run budget under on_time_limit=refuse would stop the run at the first solve it cuts short
-case("agtr", ["certificate.run_time_limit=60", "certificate.on_time_limit=refuse"], "certificate.run_time_limit",
+# on_time_limit=refuse (a data-dependent stop) is withdrawn: refused at parse time, with or without a budget
+case("agtr", ["certificate.run_time_limit=60", "certificate.on_time_limit=refuse"], "certificate.on_time_limit",
      base=MILP)
+bad("agtr", "certificate.nodes", ["-1", "abc", "2.5"], base=MILP)
+# MILP windows do not nest (safe solver bounds): a smooth release refuses them; an MLP is out of their scope
+case("agtr", ["privacy.smoothness=proven"], "certificate.name", base=MILP)
+case("agtr", ["model=mlp", "privacy.smoothness=unproven"], "certificate.name", base=MILP)
 bad("agtr", "certificate.substitutions", ["per_step"], base=MILP)
 case("agtr", ["dataset.output_range=null"], ("dataset.output_range", "privacy.global_sensitivity"))
 bad("certify", "staircase.k_max", ["many"])

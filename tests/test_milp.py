@@ -1,5 +1,7 @@
-"""MILP windows: sound against retrained neighbours, never looser than IBP at F = 1, only proven
-bounds on time-out, CBC agrees with HiGHS; golden bounds for a small fixed case."""
+"""MILP windows: sound against retrained neighbours, never looser than IBP at F = 1, only safe
+bounds on time-out, CBC agrees with HiGHS; golden bounds for a small fixed case (the safe bounds
+of the branch and bound reach the MIP optima the goldens were taken from).  Safe bounds on any
+input: tests/test_milp_safe.py."""
 
 
 import pytest
@@ -93,7 +95,9 @@ def test_cbc_agrees_with_highs():
 
 
 @pytest.mark.parametrize("opts,key", [({"solver": "gurobi"}, "certificate.solver"), ({"frequency": 0}, "certificate.frequency"),
-                                      ({"time_limit": -1}, "certificate.time_limit"), ({"workers": 8}, "certificate.workers")])
+                                      ({"time_limit": -1}, "certificate.time_limit"), ({"workers": 8}, "certificate.workers"),
+                                      ({"nodes": -1}, "certificate.nodes"), ({"nodes": 2.5}, "certificate.nodes"),
+                                      ({"on_time_limit": "refuse"}, "certificate.on_time_limit")])
 def test_bad_options(opts, key):
     with pytest.raises(ConfigError) as e:
         get_certificate("milp", **opts)

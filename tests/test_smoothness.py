@@ -202,14 +202,21 @@ def test_grid_of_neighbouring_pairs_never_exceeds_the_claim():
 
 
 def test_engines_declare_nesting_and_the_rest_are_refused_for_smooth_releases():
-    for name, opts in (("ibp", {}), ("ibp", {"aggregation": "tau"}), ("crown", {}),
-                       ("milp", {"workers": 1, "on_time_limit": "refuse"}), ("exact", {"on_time_limit": "refuse"})):
+    for name, opts in (("ibp", {}), ("ibp", {"aggregation": "tau"}), ("crown", {})):
         cert = get_certificate(name, **opts)
         assert cert.nesting_monotone and coverage(cert) is None
         require_covered(cert)
-    with pytest.raises(ConfigError) as e:            # a MILP that falls back on a time limit
-        require_covered(get_certificate("milp", workers=1))
-    assert e.value.key == "certificate.on_time_limit" and "beta-smooth" in str(e.value) and "refuse" in str(e.value)
+    # MILP / LP windows are safe solver bounds, not within a data-independent gap of the optimum
+    # (certdp/bounds/milp.py, Nesting): refused for smooth releases in every mode
+    for name, opts in (("milp", {"workers": 1}), ("milp", {"workers": 1, "solve": "lp"}), ("exact", {})):
+        cert = get_certificate(name, **opts)
+        assert not cert.nesting_monotone and coverage(cert) is not None
+        with pytest.raises(ConfigError) as e:
+            require_covered(cert)
+        assert e.value.key == "certificate.name" and "beta-smooth" in str(e.value) and "crown, ibp" in str(e.value)
+    with pytest.raises(ConfigError) as e:            # the old route to nesting is withdrawn at parse time
+        get_certificate("milp", workers=1, on_time_limit="refuse")
+    assert e.value.key == "certificate.on_time_limit"
     with pytest.raises(ConfigError) as e:
         require_covered(SharedBoxes(get_certificate("ibp"), 2.0))
     assert e.value.key == "ags.share_ratio"
@@ -295,12 +302,7 @@ NEST = [
     ("crown-ce-coupled", (2, 3), "ce", "crown", {}, None, 0.5, 0.3, 0.8),
     ("crown-ce-flat", (4, 3), "ce", "crown", {}, None, 0.5, 0.3, 0.8),
     ("crown-mlp1", (2, 4, 1), "mse", "crown", {}, 6, 0.2, 0.3, 1.0),
-    ("milp-linear-sgd", (1, 1), "mse", "milp",
-     {"frequency": 3, "workers": 1, "on_time_limit": "refuse", "mip_gap": 1e-7}, 6, 0.3, 0.5, 1.0),
-    ("milp-hinge-sgd", (2, 1), "hinge", "milp",
-     {"frequency": 2, "workers": 1, "on_time_limit": "refuse", "mip_gap": 1e-7}, 6, 0.5, 0.3, 1.0),
-    ("milp-lp-hinge-sgd", (2, 1), "hinge", "milp",
-     {"frequency": 3, "workers": 1, "on_time_limit": "refuse", "solve": "lp"}, 6, 0.5, 0.3, 1.0),
+    # (no milp rows: its safe solver bounds do not declare nesting; certdp/bounds/milp.py)
 ]
 
 
@@ -322,9 +324,6 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     E = epoch_length(plan, n)
     if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
         b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
-    if engine.window_budget:        # the MILP budgets the records of each window: data-dependent below min(F b, N),
-        # and below the slots of an epoch where its variable bounds come from the per-epoch ledger
-        b = max(min(b * engine.window_steps, n), b * E if E is not None and engine.variable_bounds == "per_epoch" else 0)
     assert engine.nesting_monotone
     th0 = m.init(2)
     run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)

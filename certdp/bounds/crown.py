@@ -104,6 +104,7 @@ from certdp.bounds.aggregate import batch_sum, clipped_gd_step, top_sum
 from certdp.bounds.base import Certificate
 from certdp.bounds.ibp import check_substitutions, gradient_bounds
 from certdp.bounds.interval import Interval
+from certdp.errors import ConfigError
 from certdp.losses import MSE, Hinge
 from certdp.models import ModelSpec
 
@@ -296,8 +297,24 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
         marg = 1e-13 * (mag + settings.lr * g)
         lo_q = torch.maximum(ibp_lo, dn.amin(1) - marg)
         hi_q = torch.minimum(ibp_hi, up.amax(1) + marg)
-        lo_out[qs], hi_out[qs] = torch.minimum(lo_q, hi_q), torch.maximum(lo_q, hi_q)
+        lo_out[qs], hi_out[qs] = _meet(lo_q, hi_q, mag, settings)
     return Interval(lo_out, hi_out)
+
+
+def _meet(lo: torch.Tensor, hi: torch.Tensor, mag: torch.Tensor, settings) -> tuple[torch.Tensor, torch.Tensor]:
+    """The intersection (lo, hi) of the IBP step and the joint bound, both sound up to their
+    rounding: both contain the step of every point of the (non-empty) box on the batch itself, so
+    they can cross only by rounding.  Data-independent rule: a crossing within the rounding
+    allowance 1e-12 (mag + lr gamma) + 1e-14 (the order of AGT's outward widening of every step,
+    which then contains both ends) keeps the two ends in order; a larger one is an unsound bound,
+    an internal error, never silently swapped (for sound bounds it never happens, on any data)."""
+    over = lo - hi
+    tol = 1e-12 * (mag + settings.lr * settings.clip) + 1e-14
+    if bool((over > tol).any()):
+        raise ConfigError("certificate.name", f"internal error: the crown step's IBP and joint bounds cross by "
+                          f"{float(over.max()):.3g}, beyond rounding: a bug in the engine, not a property of the "
+                          f"data; allowed: certificate=ibp until it is fixed")
+    return torch.minimum(lo, hi), torch.maximum(lo, hi)
 
 
 def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
@@ -349,8 +366,8 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     marg = 1e-13 * (_rows(mag, src) + settings.lr * g)
     lo = torch.maximum(ibp.lo, lo_out - marg)
     hi = torch.minimum(ibp.hi, hi_out + marg)
-    # two sound bounds of a (near-)point can still cross by an ulp: keep both ends then
-    return Interval(torch.minimum(lo, hi), torch.maximum(lo, hi))
+    # two sound bounds of a (near-)point can still cross by rounding: the rule of _meet
+    return Interval(*_meet(lo, hi, _rows(mag, src), settings))
 
 
 def _candidates_range(vals: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,5 @@
-"""Exact windows of F training steps as mixed-integer linear programs (``certificate=milp``).
+"""Windows of F training steps as mixed-integer linear programs (``certificate=milp``), bounded
+by safe bounds that hold whatever the solver returns.
 
 Scope: single-layer piecewise-linear models, i.e. linear regression (``mse``) and the linear
 hinge classifier (``hinge``, labels +-1), trained by clipped (S)GD with a fixed batch plan.
@@ -16,11 +17,12 @@ Window encoding (one MILP per radius k and window t0..t0+F-1, start box T_k(t0))
     coordinate is affine and needs no binary;
   - hinge: g = a * clip(-y x~) with a = 1[m < 1], m = y x~ . theta_t:  m <= 1 + (mU - 1)(1 - a),
     m >= 1 - (1 - mL) a, a binary (both a = 0 and a = 1 are allowed at m = 1: a superset);
-* the gradient actually used is a variable G_tip in [-g, g] with |G_tip - c_tip| <= 2 g s_j,
+* the gradient actually used is a variable G_tip in [-g, g] with |G_tip - c_tip| <= 2 g s_j
+  (+ the rounding slack delta, see "Floating point"),
   where s_j is a binary "record j is substituted", one per distinct dataset index j in the
   window (a substituted record keeps its index in the plan, and its gradients at different
   steps are free, a superset of any real record), and sum_j s_j <= k;
-* theta_{t+1} = lam theta_t - (lr / b) sum_i G_ti  (equalities).
+* theta_{t+1} = lam theta_t - (lr / b) sum_i G_ti  (up to the rounding slack eps).
   The hinge window is encoded aggregated (milp_window._hinge_steps): G_ti = u_i kappa_i + e_i with
   u_i = a_i (1 - s_j) (linearised exactly for binary a, s) and e_i in [-g s_j, g s_j]^P, and only
   the step's sum E_t = sum_i e_i, |E_t,p| <= g sum_{i in B_t} s_j(i), is a column: the same set
@@ -28,11 +30,43 @@ Window encoding (one MILP per radius k and window t0..t0+F-1, start box T_k(t0))
   columns and 128 rows instead of 238 and 410; HiGHS's presolve got most of that already, the
   CPU time was the same).
 
-Objectives (``solve``).  ``milp`` (default): each objective's LP relaxation first (all binaries in
-[0, 1]; its optimum is a proven bound on the MIP's, and on blobs it costs ~0.1 s against tens of
-seconds for the MIP and gets most of the way: 88% of the MIP's 20-second improvement over the box
-on a 10-step window), then the MIP with what is left of the objective's time limit; the larger
-of the two proven bounds is kept.  ``lp``: the LP relaxation only.
+Objectives (``solve``).  ``milp`` (default): a best-first branch and bound over the binaries
+(safe_lp.bound_target) whose every node's bound is a *safe* LP bound (below), up to
+``nodes`` expansions per objective, ``time_limit`` or ``mip_gap``; the least open node's bound
+is the window's.  ``lp``: the root (the LP relaxation) only.
+
+Safe bounds (what makes the certificate rigorous whatever the solver returns).  A solver's
+"optimal" objective is never used.  The solver (HiGHS via highspy, or CBC) only proposes row
+multipliers y (and primal points, to choose a branching binary); for *any* y, every feasible x of
+min c.x s.t. row_lo <= A x <= row_hi, col_lo <= x <= col_hi has
+
+    c.x = y.(A x) + (c - A^T y).x >= sum_i min(y_i row_lo_i, y_i row_hi_i) + sum_j min_{x_j} (c - A^T y)_j x_j,
+
+(Neumaier-Shcherbina), which safe_lp.safe_lower_bound evaluates with outward rounding (each
+product one ulp outward, d = c - A^T y enclosed with a bound on the rounding of the sparse
+products and sums, the final sum rounded down by a bound on its error): a lower bound on the
+LP's exact minimum on the stored floats.  A poor y (a time limit, a failure, a solver confused
+by coefficients of 1e13) only loosens it, down to the objective column's own variable bound,
+i.e. the propagated box; y = 0 gives exactly that.  In the branch and bound a node's bound is
+the maximum of its parent's and its own safe bound (a node's region lies in its parent's); a
+node is dropped only with a verified Farkas certificate (the safe bound of min 0.x from the
+solver's dual ray is > 0); every integral point lies in an open node, so the least open bound
+bounds the MIP.  Before the LP goes to the solver, rows and columns are scaled by powers of two
+(exact) to geometric means near 1 (safe_lp.equilibrate): big-M constants of ~1e13 (records of
+1e6) then reach the solver as coefficients near 1; its dual is mapped back (y = R y~) and the
+bound is computed on the unscaled problem.
+
+Floating point (what the MILP must contain).  Training runs in float64, so the set to bound is
+that of the *floating-point* runs theta'_t of every D' within k.  Each is made a feasible point:
+the clipped gradient training computes, clip(fl(z)), is within delta of clip(z~) for the LP's z~
+(coefficients fl(2 x~_p x~_q), exact evaluation), delta = 4 (P + 6) u |2 x~_p| (sum_q |x~_q| M_q +
+|y|) + an underflow allowance (milp_window.gradient_slack; u = 2^-53, M_q the box's magnitude),
+so the rows read |G - clip(z~)| <= 2 g s + delta and the big-M ranges of z~ are widened by delta;
+the hinge margin training computes is within delta_m of the LP's, so its indicator rows leave
+delta_m around 1; the update rows hold up to the rounding of lam theta - lr mean(g),
+eps = 4 (b + 8) u (M + lr g) (milp_window.update_slack).  A slot whose z overflows float64 keeps
+G free in [-g, g].  With records of moderate size delta is ~1e-15; with records of 1e6 it is
+~1e-2, and it matters only where z is that close to +-g.
 
 Variable bounds (``substitutions``).  B_t is the intersection of up to three boxes, each
 containing theta'_{t0+t} for every D' within k:
@@ -57,47 +91,38 @@ containing theta'_{t0+t} for every D' within k:
   every step of the pass, so it is valid inside every window too.
 The window's result is intersected with B_F, so a window is never looser than the ledger run over
 the whole pass (IBP with ``substitutions=per_epoch``).  The hinge margin's big-M constants are
-the exact range of m = y x~ . theta over B_t (sum_p min/max(y x~_p lo_p, y x~_p hi_p)): a linear
-function's range over a box, so no tighter constant exists given B_t; a margin whose range lies
-on one side of 1 gets no binary.
+the range of m = y x~ . theta over B_t (sum_p min/max(y x~_p lo_p, y x~_p hi_p)), widened by
+twice the rounding slack delta_m: a linear function's range over a box, so no tighter constant
+exists given B_t; a margin whose range lies on one side of 1 gets no binary.
 
-Every feasible point of D' (d(D, D') <= k) is feasible, so min / max theta_F,p over the MILP
-bound T_k(t0 + F).  We minimise and maximise each of the P coordinates (2P objectives), take the
-solver's *proven* bound (HiGHS: the MIP dual bound, which is valid on time-out too; CBC: the
-optimum when proven optimal, otherwise the LP relaxation's optimum), never an incumbent, widen
-it by a margin above the solvers' feasibility tolerances, and intersect with the propagated box
-B_F (so a window is never looser than the propagated bound).  The radius-0 query (the nominal)
-is the propagated box itself.
+Every floating-point run of a D' (d(D, D') <= k) through the boxes B_t is feasible, so the safe
+lower bounds of min / max theta_F,p bound T_k(t0 + F).  We bound each of the P coordinates from
+both sides (2P objectives) and intersect with the propagated box B_F, so a window is never looser
+than the propagated bound.  The radius-0 query (the nominal) is the propagated box itself.
 
-Nesting (the smoothness proof, certdp/privacy/sensitivity.py).  The exact optimum nests: for
-neighbours D ~ D', nested start boxes and k' >= k + 1, every feasible point of D's MILP at k is
-feasible for D''s at k' (set s_j = 1 for the substituted record: its gradients become free in
-[-gamma, gamma]; the other records' constraints are the same encodings over larger boxes B_t),
-so the optimum of D' is at least as wide.  The boxes B_t are larger for D' at k' because each
-of the three nests: the per-batch step is the nesting CROWN/IBP step; the ledger run from the
-window's start box and the one from the pass's start boxes are IBP ledgers from nested start
-boxes, which nest by agt.py's proof (condition (N): B(D; k) inside B(D'; k+1) +- o, and the
-per-step box X = (B +- L) n C absorbs o since L(k+1) = L(k) + rho); an intersection of nested
-boxes nests.  Wider boxes only relax the MILP: the big-M rows m <= 1 + (mU - 1)(1 - a) and
-m >= 1 - (1 - mL) a (and the mse clip rows) only loosen as mU grows and mL falls, and a slot
-surely (in)active or clipped for D is encoded with a binary for D', whose feasible set contains
-the constant.  The solver
-returns the optimum only up to its stopping gap: HiGHS stops when (incumbent - dual bound) <=
-max(mip_abs_gap, mip_rel_gap * |incumbent|), and |incumbent| <= M, a data-independent bound on
-|theta| (the trivial cover, passed by AGT as ``magnitude``), so the dual bound is within
-G = mip_rel_gap * M + mip_abs_gap of the optimum; the tolerance margin is absolute too,
-TOL_ABS (1 + F)(1 + M).  :meth:`MILP.nesting_slack` returns G plus twice the margin (and the
-propagation's own slack), which AGT's graded widening absorbs, so the windows nest.  What does
-not nest is a bound that is *not* within G of the optimum: a time-limited solve (its dual bound,
-or the LP relaxation) or a failed one (the propagated box).  With ``on_time_limit=refuse`` such a
-solve (and a crossed bound) is a one-line error instead, and the engine declares
-``nesting_monotone``; with ``on_time_limit=bound`` (default) it falls back soundly, and smooth
-releases refuse the engine up front.
-The LP relaxation (``solve=lp``) nests by the same embedding with fractional binaries: D's
-relaxed point with s_r in [0, 1] maps to D''s with s_r = 1, u_r = 0 and e_r = u_r kappa_r + e_r
-of D, whose |.| <= (1 - s_r) g + s_r g = g, so |E'_t| <= g sum s' still holds and sum s' <= k + 1;
-its optimum is computed to the solver's tolerance (no stopping gap), so with
-``on_time_limit=refuse`` (an LP stopped by a time limit is refused) it is covered the same way.
+Crossings (a data-independent rule).  Every box intersected here -- the propagated steps, the
+ledger's boxes, the safe bounds -- contains every floating-point run of every D' within k whose
+parameters start in the window's start box, and D itself is such a D' (k >= 1): its run lies in
+all of them, so their intersection is never empty.  A crossed intersection therefore means an
+unsound engine (a bug), not a property of the data: it stops the run with a one-line internal
+error (:func:`meet`) instead of a swap or a fallback that would depend on the data.  For a sound
+engine the check never fires, whatever the data.
+
+Nesting (the smoothness proof, certdp/privacy/sensitivity.py): **not declared**
+(``nesting_monotone = False``; smooth releases refuse ``certificate=milp|exact`` at settings time,
+``privacy.smoothness=unproven`` runs them labelled).  The exact optima nest (every feasible point
+of D's window at k is feasible for D''s at k + 1 with the substituted record free, over nested
+variable bounds), but the proof needs the *computed* bounds to nest up to a data-independent
+slack that AGT's graded widening absorbs.  A safe bound lies below the exact optimum by
+sum_j |(c - A^T y)_j - d*_j| (col_hi_j - col_lo_j) for the solver's y against an exact dual d*:
+the solver's dual infeasibility (a tolerance on the *scaled* problem) times column ranges that
+grow with the records (big-M columns of ~1e13 for records of 1e6), and a time- or node-limited
+branch and bound stops at a data-dependent node.  No data-independent bound on that gap exists,
+so nothing guarantees T_k(D) inside T_{k+1}(D').  (Before, a solver's "optimal" was trusted and
+declared within mip_gap of the optimum; on records of 1e6 HiGHS reported optimal bounds that
+excluded the trained parameters by 1.5 and crossed the propagated box.)  The option
+``on_time_limit`` keeps its default ``bound`` only: ``refuse`` made whether a run completes
+depend on whether a solve on the private data reached its optimum.
 
 Run budget (``run_time_limit``, seconds, default none).  AGT announces a pass's windows
 (``start_run``); each window gives every objective the time limit
@@ -106,16 +131,13 @@ since the pass started and remaining objectives counts what one worker still sol
 (2P objectives per radius, the radii of a window split over the workers, this window and every
 later one of the pass).  Every objective stops by its limit, so the solves of the pass end within
 the budget; the propagation and model building around them (seconds on blobs) come on top.  A
-solve stopped by this limit is treated exactly like one stopped by ``time_limit``: its proven
-dual bound (``on_time_limit=bound``) or a refusal (``refuse``).  An AGS run with several release
+solve stopped by this limit is treated exactly like one stopped by ``time_limit``: the safe
+bound of the nodes reached so far.  An AGS run with several release
 windows runs one pass per window, each with the whole budget.
 
-A warm start (the nominal run, s = 0, as HiGHS's incumbent) was measured on blobs and did not
-help (the same dual bounds after 300 nodes, the same CPU time): the min / max of a coordinate is
-far from the nominal, so that incumbent prunes nothing.
-
 Cost: binaries ~ F * b * (2P for mse, 1 for hinge) plus the distinct indices; radii are solved
-one MILP each (independent, optionally in 2 worker processes).
+one MILP each (independent, optionally in 2 worker processes); each node of the branch and
+bound is one warm-started LP and one sparse product A^T y.
 """
 
 from __future__ import annotations
@@ -129,22 +151,18 @@ from concurrent.futures import ProcessPoolExecutor
 import torch
 
 from certdp.bounds.base import Certificate
-from certdp.bounds.crown import CROWN, single_layer_step
+from certdp.bounds.crown import single_layer_step
 from certdp.bounds.ibp import IBP, check_substitutions, gradient_bounds
 from certdp.bounds.interval import Interval, outward
-from certdp.bounds.milp_window import MIP_ABS_GAP, WindowProblem, solve_task
+from certdp.bounds.milp_window import WindowProblem, solve_task
 from certdp.errors import ConfigError
 from certdp.losses import MSE, Hinge
 
 log = logging.getLogger("certdp")
 
 SOLVERS = ("highs", "cbc")
-ON_TIME_LIMIT = ("bound", "refuse")
+ON_TIME_LIMIT = ("bound",)
 SOLVE = ("milp", "lp")
-# Margin on every solver bound: HiGHS/CBC accept rows violated by up to their feasibility
-# tolerance (1e-9: milp_window.HIGHS_TOLERANCES); a window of F steps accumulates at most ~F such errors per
-# coordinate.  The margin is far below any envelope width of interest.
-TOL_ABS = 1e-7
 # the run budget's clock (wall seconds: HiGHS's time limits are wall-clock too)
 _clock = time.perf_counter
 
@@ -156,22 +174,26 @@ class MILP(Certificate):
     Options: ``frequency`` (F >= 1), ``time_limit`` (seconds per objective), ``run_time_limit``
     (seconds for all windows of an AGT pass, or None), ``substitutions`` (``per_epoch`` |
     ``per_batch``: the variable bounds), ``solve`` (``milp`` | ``lp``), ``solver``
-    (highs | cbc), ``workers`` (processes for the radii of a window, 1 or 2), ``mip_gap``
-    (HiGHS's relative stopping gap), ``on_time_limit`` (``bound``: a solve that ends without an
-    optimum within the gap uses its proven bound or the propagated box, sound but not nesting;
-    ``refuse``: it is an error, and the engine nests).  ``stats`` collects one dict per
-    (window, radius) with the solver's outcome."""
+    (highs | cbc: the LP solver proposing duals), ``workers`` (processes for the radii of a
+    window, 1 or 2), ``mip_gap`` (relative stopping gap of the branch and bound), ``nodes``
+    (branch-and-bound expansions per objective), ``on_time_limit`` (``bound`` only: whatever a
+    solve ends with gives a safe bound).  Every bound is a safe bound (module docstring); the
+    windows do not nest, so smooth releases refuse the engine.  ``stats`` collects one dict per
+    (window, radius) with the solves' outcome."""
 
     name = "milp"
     options = ("frequency", "time_limit", "solver", "workers", "mip_gap", "on_time_limit", "substitutions",
-               "run_time_limit", "solve")
+               "run_time_limit", "solve", "nodes")
     scope = "single-layer mse or hinge models"
     memory_factor = 48
     # one binary per record of the window with sum <= k: the window's budget is exact for any k
     window_budget = True
+    # safe bounds are sound but not within a data-independent distance of the optimum (module
+    # docstring, Nesting)
+    nesting_monotone = False
 
     def __init__(self, *, frequency=1, time_limit=30.0, solver="highs", workers=2, mip_gap=1e-4,
-                 on_time_limit="bound", substitutions="per_epoch", run_time_limit=None, solve="milp"):
+                 on_time_limit="bound", substitutions="per_epoch", run_time_limit=None, solve="milp", nodes=64):
         try:
             F = int(frequency)
         except (TypeError, ValueError):
@@ -198,8 +220,22 @@ class MILP(Certificate):
             gap = -1.0
         if not gap >= 0:
             raise ConfigError("certificate.mip_gap", f"must be a number >= 0 (got {mip_gap!r})")
+        if on_time_limit == "refuse":
+            # it stopped the run when a solve on the private data ended without an optimum (a
+            # data-dependent outcome) to claim nesting, which a solver's bound does not give
+            raise ConfigError("certificate.on_time_limit", "'refuse' is withdrawn: every solve now ends in a safe "
+                              "bound, whether a solve on the private data reaches its optimum must not decide "
+                              "whether the run completes, and the windows do not nest either way; allowed: bound "
+                              "(smooth releases need certificate=crown or ibp, or privacy.smoothness=unproven)")
         if on_time_limit not in ON_TIME_LIMIT:
             raise ConfigError("certificate.on_time_limit", f"unknown '{on_time_limit}'; allowed: {', '.join(ON_TIME_LIMIT)}")
+        try:
+            nd = None if isinstance(nodes, bool) else int(nodes)
+        except (TypeError, ValueError):
+            nd = None
+        if nd is None or nd < 0 or nd != nodes:
+            raise ConfigError("certificate.nodes", f"must be an integer >= 0 (got {nodes!r}); allowed: 0 (the LP "
+                                                   f"relaxation's bound) or more branch-and-bound expansions")
         if run_time_limit is None:
             rtl = None
         else:
@@ -211,12 +247,6 @@ class MILP(Certificate):
                 raise ConfigError("certificate.run_time_limit", f"must be a number of seconds > 0 or null "
                                                                 f"(got {run_time_limit!r}); allowed: seconds > 0, "
                                                                 f"null (no run budget)")
-        if rtl is not None and on_time_limit == "refuse":
-            # a run budget shortens every solve's limit, and under refuse a solve it cuts short
-            # stops the run: refused here, before any training, instead of minutes into the run
-            raise ConfigError("certificate.run_time_limit", f"a run budget ({rtl:g} s) cuts solves short, which "
-                              f"on_time_limit=refuse turns into an error; allowed: null (no run budget) with "
-                              f"on_time_limit=refuse, or on_time_limit=bound")
         if solve not in SOLVE:
             raise ConfigError("certificate.solve", f"unknown '{solve}'; allowed: {', '.join(SOLVE)}")
         self.solve = solve
@@ -231,8 +261,7 @@ class MILP(Certificate):
         self.workers = w
         self.mip_gap = gap
         self.on_time_limit = on_time_limit
-        # windows nest only when every bound is within the stopping gap of the optimum
-        self.nesting_monotone = on_time_limit == "refuse"
+        self.nodes = nd
         self.stats: list[dict] = []
 
     @classmethod
@@ -240,25 +269,12 @@ class MILP(Certificate):
         return model.n_layers == 1 and model.widths[-1] == 1 and isinstance(model.loss, (MSE, Hinge))
 
     def nesting_refusal(self):
-        return ("certificate.on_time_limit",
-                "MILP windows that fall back to another bound when a solve hits its time limit or fails are "
-                "not monotone in the start box", "refuse")
-
-    def nesting_slack(self, model, *, settings, b, k_max, magnitude, steps=1):
-        """The propagation's slack over the window plus the solver's: its stopping gap
-        mip_gap * M + mip_abs_gap and twice the tolerance margin (module docstring, Nesting)."""
-        prop = CROWN().nesting_slack(model, settings=settings, b=b, k_max=k_max, magnitude=magnitude, steps=steps)
-        gap = self.mip_gap * magnitude + MIP_ABS_GAP
-        return prop + 2.0 * (gap + 2 * _margin(steps, magnitude))
+        return ("certificate.name",
+                f"'{self.name}' windows are safe solver bounds whose distance to the exact optimum depends on the "
+                f"data, so they are not provably nesting", None)
 
     def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
-
-    def _refuse(self, what: str):
-        raise ConfigError("certificate.on_time_limit", f"{what}, so the windows are not provably nesting "
-                          f"(the smooth releases would not be beta-smooth); allowed: a larger certificate.time_limit "
-                          f"(now {self.time_limit:g} s) or certificate.mip_gap, or on_time_limit=bound with "
-                          f"privacy.smoothness=unproven")
 
     def start_run(self, *, windows: int, steps: range | None = None) -> None:
         """AGT calls this before the ``windows`` windows of one pass over ``steps``: the run budget
@@ -309,8 +325,7 @@ class MILP(Certificate):
                       plan: torch.Tensor, steps, ks: torch.Tensor, settings,
                       magnitude: float | None = None, step_boxes=None) -> Interval:
         """T_k at the end of the window ``steps`` ([K, P]) from the boxes at its start.
-        ``magnitude``: a data-independent bound on |theta| over the window (AGT passes the
-        trivial cover's); without it the margins are relative to the bounds themselves.
+        ``magnitude``: accepted for the hook's signature (safe bounds need no tolerance margin).
         ``step_boxes``: AGT's per-step engine callback; with ``substitutions=per_epoch`` it runs
         the per-epoch ledger (IBP) over the window from the start boxes, whose boxes tighten the
         variable bounds and big-M constants (module docstring)."""
@@ -335,10 +350,9 @@ class MILP(Certificate):
             if whole is not None:
                 # the same ledger run over the whole pass (not restarted at window starts) is valid
                 # at every step of it too: intersect (both contain every neighbour's parameters)
-                led = [(torch.maximum(l_, whole[steps[0] + i][0]), torch.minimum(h_, whole[steps[0] + i][1]))
+                led = [meet(l_, h_, *whole[steps[0] + i], what=f"the per-epoch ledgers at step {steps[0] + i}")
                        for i, (l_, h_) in enumerate(led)]
-                we = whole[steps[-1] + 1]
-                led_end = (torch.maximum(led_end[0], we[0]), torch.minimum(led_end[1], we[1]))
+                led_end = meet(*led_end, *whole[steps[-1] + 1], what=f"the per-epoch ledgers after step {steps[-1]}")
 
         def cap(box: Interval, i: int) -> Interval:
             """``box`` intersected with the ledger's box of step i (i = F: the window's end)."""
@@ -346,23 +360,21 @@ class MILP(Certificate):
                 return box
             l_, h_ = led_end if i == F else led[i]
             lo_, hi_ = box.lo.clone(), box.hi.clone()
-            lo_[pos] = torch.maximum(lo_[pos], l_)
-            hi_[pos] = torch.minimum(hi_[pos], h_)
-            # both contain the nominal run; a crossing can only be rounding: keep the box there
-            bad = lo_ > hi_
-            return Interval(torch.where(bad, box.lo, lo_), torch.where(bad, box.hi, hi_))
+            lo_[pos], hi_[pos] = meet(lo_[pos], hi_[pos], l_, h_,
+                                      what=f"the propagated and the ledger box at step {steps[0] + i}")
+            return Interval(lo_, hi_)
 
         # propagated boxes B_0..B_F (variable bounds, big-M constants, and the bound the windows
-        # are intersected with): the per-batch step from the capped box of the step before
+        # are intersected with): the per-batch step from the capped box of the step before,
+        # widened outward (so that every box here contains the floating-point runs it bounds)
         path = [boxes]
         for i, t in enumerate(steps):
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
             src = cap(path[-1], i) if i > 0 else path[-1]
             raw = single_layer_step(model, src, xb, yb, subs=ks, settings=settings)
             path.append(outward(raw, rel=1e-12, abs_=1e-14))
-        # the caller widens the window's result once more; the propagated bound is the raw last step
-        end = cap(raw, F)
         path = [path[0]] + [cap(bx, i) for i, bx in enumerate(path[1:], start=1)]
+        end = path[-1]
         lo, hi = end.lo.clone(), end.hi.clone()
         solve = [j for j, k in enumerate(ks.tolist()) if k > 0]      # radius 0: the propagated box
         if not solve:
@@ -379,7 +391,7 @@ class MILP(Certificate):
         # objectives one worker solves in sequence in this window: the unit of the run budget
         per_worker = -(-len(probs) // (self.workers if parallel else 1)) * 2 * model.n_params
         limit = self._objective_limit(n_objectives=per_worker, steps=steps, plan=plan)
-        tasks = [(p, self.solver, limit, self.mip_gap, self.solve == "lp") for p in probs]
+        tasks = [(p, self.solver, limit, self.mip_gap, self.solve == "lp", self.nodes) for p in probs]
         if parallel:
             with ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("fork")) as ex:
                 res = list(ex.map(solve_task, tasks))
@@ -387,35 +399,34 @@ class MILP(Certificate):
             res = [solve_task(t) for t in tasks]
         for j, (l_, h_, st) in zip(solve, res):
             self.stats.append({"window_start": steps[0], "k": int(ks[j]), "time_limit": limit, **st})
-            if self.nesting_monotone and st["not_optimal"]:
-                why = "hit its time limit" if st["time_limited"] else "ended without an optimum"
-                self._refuse(f"a MILP solve of the window at steps {steps[0]}-{steps[-1]} (radius {int(ks[j])}) {why}")
-            l_t = torch.as_tensor(l_, dtype=lo.dtype)
-            h_t = torch.as_tensor(h_, dtype=lo.dtype)
-            if magnitude is None:
-                scale = torch.maximum(l_t.abs().nan_to_num(0, 0, 0), h_t.abs().nan_to_num(0, 0, 0))
-            else:
-                scale = torch.full_like(l_t, float(magnitude))
-            marg = _margin(len(steps), scale)
-            lo[j] = torch.maximum(lo[j], l_t - marg)
-            hi[j] = torch.minimum(hi[j], h_t + marg)
+            # safe bounds (-inf / +inf where none beats the variable bound): no margin needed
+            lo[j], hi[j] = meet(lo[j], hi[j], torch.as_tensor(l_, dtype=lo.dtype), torch.as_tensor(h_, dtype=lo.dtype),
+                                what=f"the safe bound and the propagated box of radius {int(ks[j])} after step "
+                                     f"{steps[-1]}")
         secs = [st["seconds"] for _, _, st in res]
-        log.info("milp window steps %d-%d: %d radii in %.2f s of solver time (LP %.2f s, MIP %.2f s; slowest "
-                 "radius %.2f s, <= %d binaries, objective limit %.3g s, %d objectives time-limited, %d where the "
-                 "LP bound beat the MIP's, %d fell back to the propagated box)",
-                 steps[0], steps[-1], len(res), sum(secs), sum(st.get("lp_seconds", 0.0) for _, _, st in res),
-                 sum(st.get("mip_seconds", 0.0) for _, _, st in res), max(secs),
-                 max(st["binaries"] for _, _, st in res), limit, sum(st["time_limited"] for _, _, st in res),
-                 sum(st.get("lp_better", 0) for _, _, st in res), sum(st["fallback"] for _, _, st in res))
-        # a solver bound can cross the propagated box only through its tolerances
-        bad = lo > hi
-        if bool(bad.any()):
-            if self.nesting_monotone:
-                self._refuse(f"{int(bad.sum())} MILP bounds crossed the propagated box (solver tolerance)")
-            log.warning("milp: %d crossed bounds (solver tolerance); using the propagated box there", int(bad.sum()))
-            lo = torch.where(bad, end.lo, lo)
-            hi = torch.where(bad, end.hi, hi)
+        log.info("milp window steps %d-%d: %d radii in %.2f s (slowest radius %.2f s, <= %d binaries, largest "
+                 "coefficient %.3g, %d LPs, %d branch-and-bound nodes, objective limit %.3g s, %d LPs not optimal, "
+                 "%d time-limited, %d objectives with no bound beyond the propagated box)",
+                 steps[0], steps[-1], len(res), sum(secs), max(secs), max(st["binaries"] for _, _, st in res),
+                 max(st["max_coef"] for _, _, st in res), sum(st["lps"] for _, _, st in res),
+                 sum(st["nodes"] for _, _, st in res), limit, sum(st["not_optimal"] for _, _, st in res),
+                 sum(st["time_limited"] for _, _, st in res), sum(st["fallback"] for _, _, st in res))
         return Interval(lo, hi)
+
+
+def meet(lo_a: torch.Tensor, hi_a: torch.Tensor, lo_b: torch.Tensor, hi_b: torch.Tensor, *, what: str):
+    """The intersection of two boxes that both contain every floating-point run they bound, D's
+    own among them (module docstring, Crossings): never empty for sound engines, so a crossing is
+    an internal error -- a one-line refusal that names the engine failure -- rather than a swap or
+    a fallback chosen by the data."""
+    lo, hi = torch.maximum(lo_a, lo_b), torch.minimum(hi_a, hi_b)
+    bad = lo > hi
+    if bool(bad.any()):
+        raise ConfigError("certificate.name", f"internal error: {what} cross at {int(bad.sum())} coordinate(s) "
+                          f"(by up to {float((lo - hi).max()):.3g}), which no sound engine allows: a bug in the milp "
+                          f"engine or the engines it intersects, not a property of the data; allowed: another "
+                          f"certificate (ibp, crown) until it is fixed")
+    return lo, hi
 
 
 def objective_time_limit(*, time_limit: float, remaining_s: float, remaining_objectives: int) -> float:
@@ -427,16 +438,11 @@ def objective_time_limit(*, time_limit: float, remaining_s: float, remaining_obj
     return max(1e-3, min(float(time_limit), share))
 
 
-def _margin(steps: int, scale):
-    """The tolerance margin on a solver bound: TOL_ABS (1 + F)(1 + scale)."""
-    return TOL_ABS * (1 + steps) * (1 + scale)
-
-
 class Exact(MILP):
     """``certificate=exact``: the MILP with one step per window (exact per step)."""
 
     name = "exact"
-    options = ("time_limit", "solver", "workers", "mip_gap", "on_time_limit")
+    options = ("time_limit", "solver", "workers", "mip_gap", "on_time_limit", "nodes")
 
     def __init__(self, **opts):
         super().__init__(frequency=1, **opts)
