@@ -76,6 +76,18 @@ def _logsumexp_others(v: torch.Tensor) -> torch.Tensor:
     return torch.logaddexp(pre, suf)
 
 
+def _logistic(t: torch.Tensor) -> torch.Tensor:
+    """1 / (1 + exp(-t)) to a few ulps for every t, subnormal results included: e^t / (1 + e^t)
+    below 0 (``torch.sigmoid`` gives 0 at t = -740, where e^t is still 4e-322)."""
+    e = torch.exp(-t.abs())
+    return torch.where(t >= 0, 1 / (1 + e), e / (1 + e))
+
+
+# absolute margin of softmax_bounds: a few spacings of float64's subnormals (5e-324), which the
+# relative margin cannot cover for probabilities below 2.2e-308
+_TINY = 1e-322
+
+
 def softmax_bounds(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Bounds ``(pl, pu)`` [..., C] of ``softmax(z)`` over the box ``lo <= z <= hi`` (last axis),
     finite and in [0, 1] for every input, sound in floating point.
@@ -89,15 +101,17 @@ def softmax_bounds(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, to
     record of 100 in the iris table, an MLP at |x| = 16).  Rounding: the argument of the
     logistic is off by at most a few ulps of the largest magnitude in the box (times C for the
     running sums), so it is moved outward by ``delta = 4u (C + 2)(1 + max_j max(|lo_j|, |hi_j|))``
-    (u = 2^-53) before the logistic, whose own rounding is below that margin.  ``delta`` only
+    (u = 2^-53) before the logistic; the logistic's own rounding (three operations) is covered
+    by a relative 8u on its result, and 1e-322 more covers probabilities in float64's subnormal
+    range.  (Without the relative margin a bound near 1 fell one ulp below the exact value.)  ``delta`` only
     grows with the box, and the arguments only move outward as the box grows, so the bounds
     stay an inclusion-monotone family (what CROWN's nesting needs).  A NaN (only from a NaN or
     infinite input box) becomes the trivial bound 0 or 1."""
     C = lo.shape[-1]
     zmag = torch.maximum(lo.abs(), hi.abs()).amax(-1, keepdim=True)
     delta = 4 * _U * (C + 2) * (1 + zmag)
-    pl = torch.sigmoid(lo - _logsumexp_others(hi) - delta)
-    pu = torch.sigmoid(hi - _logsumexp_others(lo) + delta)
+    pl = _logistic(lo - _logsumexp_others(hi) - delta) * (1 - 8 * _U) - _TINY
+    pu = _logistic(hi - _logsumexp_others(lo) + delta) * (1 + 8 * _U) + _TINY
     return torch.nan_to_num(pl, nan=0.0).clamp(0, 1), torch.nan_to_num(pu, nan=1.0).clamp(0, 1)
 
 
