@@ -66,7 +66,10 @@ def clipped_step(model: ModelSpec, theta: torch.Tensor, x: torch.Tensor, y: torc
     is clipped like any other (what exact arithmetic gives) and a NaN one (0 * inf, inf - inf)
     counts as 0, so a NaN never reaches a parameter.  Neither happens in a run that passed
     :func:`check_magnitudes` (every number stays far below overflow), which is what makes the
-    nominal run's success independent of the data rather than a hope."""
+    nominal run's success independent of the data rather than a hope.  (Containment of the
+    envelopes is argued inside that bound only: a run beyond it -- absurd settings on a dataset
+    without a declared input bound -- is not claimed sound and is refused by the certify
+    layer's finite checks once its bounds overflow.)"""
     g = torch.nan_to_num(model.per_sample_grads(theta, x, y), nan=0.0).clamp(-settings.clip, settings.clip)
     return settings.contraction * theta - settings.lr * g.mean(dim=-2)
 
