@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from certdp import DTYPE
@@ -109,6 +110,36 @@ class ModelSpec:
             if l > 0:
                 delta = (delta @ layers[l][0]) * (pres[l - 1] > 0).to(delta.dtype)
         return torch.cat(parts[::-1], dim=-1)
+
+    def magnitude_bound(self, *, input_bound: float, param_bound: float, target_bound: float | None) -> float:
+        """An upper bound on |every number| the nominal passes and the interval passes compute
+        (activations, output gradients, deltas, per-sample gradients before clipping) for any
+        input with |x| <= ``input_bound``, any parameters (or parameter boxes) within
+        ``param_bound`` of 0 in every coordinate, and (mse) any target with |y| <= ``target_bound``.
+
+        Layer l with fan-in i: |z| <= i * R * A_l + R (A_0 = input bound, R = param bound; ReLU
+        does not increase it).  Output gradient: |softmax - onehot| <= 1, |hinge'| <= 1,
+        |2(z - y)| <= 2(A_L + target bound).  Backward through a layer with fan-out o:
+        |delta_l| <= o * R * |delta_{l+1}|; a weight gradient is delta times an activation.
+        Interval passes over boxes inside [-R, R] obey the same bounds (each end of an interval
+        product is one such product, each end of a sum such a sum).  float('inf') when the
+        arithmetic of the bound itself overflows."""
+        R = float(param_bound)
+        acts = [float(input_bound)]
+        with np.errstate(over="ignore"):
+            for i in self.widths[:-1]:
+                acts.append(i * R * acts[-1] + R)
+            if self.loss.name == "mse":
+                if target_bound is None:
+                    return float("inf")
+                d = 2 * (acts[-1] + float(target_bound))
+            else:
+                d = 1.0
+            worst = max(acts + [d])
+            for l in range(self.n_layers - 1, -1, -1):
+                worst = max(worst, d * acts[l], d)
+                d = self.widths[l + 1] * R * d
+        return float(worst)
 
     def classify(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Predicted labels [..., n] (+-1 for hinge, class indices otherwise)."""

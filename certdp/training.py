@@ -62,8 +62,58 @@ def batch_plan(n: int, settings: TrainSettings) -> torch.Tensor:
 
 def clipped_step(model: ModelSpec, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                  settings: TrainSettings) -> torch.Tensor:
-    g = model.per_sample_grads(theta, x, y).clamp(-settings.clip, settings.clip)
+    """One step of the nominal algorithm.  The clip is NaN-safe: an infinite gradient coordinate
+    is clipped like any other (what exact arithmetic gives) and a NaN one (0 * inf, inf - inf)
+    counts as 0, so a NaN never reaches a parameter.  Neither happens in a run that passed
+    :func:`check_magnitudes` (every number stays far below overflow), which is what makes the
+    nominal run's success independent of the data rather than a hope.  (Containment of the
+    envelopes is argued inside that bound only: a run beyond it -- absurd settings on a dataset
+    without a declared input bound -- is not claimed sound and is refused by the certify
+    layer's finite checks once its bounds overflow.)"""
+    g = torch.nan_to_num(model.per_sample_grads(theta, x, y), nan=0.0).clamp(-settings.clip, settings.clip)
     return settings.contraction * theta - settings.lr * g.mean(dim=-2)
+
+
+# Numbers a run may compute, by the a-priori bound of check_magnitudes: far below float64's 1.8e308,
+# leaving room for the sums over batches and radii and the products of the interval passes.
+MAGNITUDE_LIMIT = 1e250
+
+
+def parameter_bound(settings: TrainSettings) -> float:
+    """A bound on |theta_p| for every parameter the algorithm can reach from the initialisation
+    (|theta_0| <= 1: U(+-1/sqrt(fan_in))), on any dataset: each step is
+    lam * theta - lr * mean(clipped g) with |clipped g| <= gamma and lam <= 1, so
+    |theta_t| <= 1 + t * lr * gamma.  AGT's envelopes stay inside it too (they are intersected
+    with the trivial cover and widened by a relative 1e-12 per step; the 1% absorbs that)."""
+    return 1.01 * (1.0 + settings.steps * settings.lr * settings.clip)
+
+
+def check_magnitudes(model: ModelSpec, settings: TrainSettings, *, input_bound: float | None,
+                     target_bound: float | None = None) -> float | None:
+    """Refuse, before any training and from the settings alone, a run whose numbers could
+    overflow float64; return the a-priori bound (None when the dataset declares no input bound).
+
+    Why the outcome is then data-independent: with every model input clipped to
+    ``input_bound`` (a setting: ``dataset.clip_sd``, or 1 with declared feature bounds) and
+    every parameter and envelope within :func:`parameter_bound`, every activation, output
+    gradient, delta and per-sample gradient of the nominal and the interval passes is at most
+    :meth:`ModelSpec.magnitude_bound` in absolute value, whatever the private records hold.
+    Below ``MAGNITUDE_LIMIT`` nothing overflows, so no NaN or infinity arises (the softmax
+    bounds are log-sum-exp, finite for finite logits: certdp/losses.py), and the "training
+    diverged" and "envelope not finite" refusals cannot be triggered by a record.  The one
+    exception is a multi-release AGS window started from a *noisy* release, which may lie
+    outside the bound with the probability of a Cauchy draw beyond ~1e100 (below 1e-99)."""
+    if input_bound is None:
+        return None
+    R = parameter_bound(settings)
+    m = model.magnitude_bound(input_bound=input_bound, param_bound=R, target_bound=target_bound)
+    if not m <= MAGNITUDE_LIMIT:
+        raise ConfigError("train.lr", f"the a-priori bound on the numbers training computes is {m:.3g} (inputs up "
+                                      f"to {input_bound:g}, parameters up to 1 + steps*lr*clip = {R:.3g}, widths "
+                                      f"{list(model.widths)}), beyond float64; allowed: settings that keep it below "
+                                      f"{MAGNITUDE_LIMIT:g}: a smaller train.lr, train.steps or train.clip, a smaller "
+                                      f"dataset.clip_sd, or a narrower model")
+    return m
 
 
 def train(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,

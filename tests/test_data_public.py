@@ -76,8 +76,8 @@ def test_one_private_record_changes_nothing_a_release_uses_csv(tmp_path, output_
     cfg_p = {**cfg, "scaling": "private_stats_not_dp"}
     ap, bp = load_dataset(cfg_p, 3), load_dataset({**cfg_p, "path": str(tmp_path / "neighbour.csv")}, 3)
     assert ap.x_test.tobytes() != bp.x_test.tobytes() and ap.y_test.tobytes() != bp.y_test.tobytes()
-    if isinstance(output_range, float):
-        assert ap.output_range != bp.output_range
+    if isinstance(output_range, float):     # the raw range (the model-unit one is +-5 sd on both sides)
+        assert ap.preprocessing.output_range != bp.preprocessing.output_range
     assert not ap.dp_end_to_end and ap.scaling == "private_stats_not_dp"
 
 
@@ -237,6 +237,18 @@ def test_label_outside_the_class_list_is_refused_in_one_line(tmp_path):
     # declared with the extra class, it loads
     ds = load_dataset({**cfg, "classes": ["setosa", "versicolor", "virginica", "rosea"]}, 0)
     assert ds.n_classes == 4
+    # in a private row the same label is not refused: it is coded as dataset.unknown_label (the
+    # first class by default), and nothing else changes
+    priv_bad = frame.copy()
+    priv_bad.loc[int(rows[0][4]), "species"] = "rosea"
+    priv_bad.to_csv(tmp_path / "priv.csv", index=False)
+    for unk, code in ((None, 0), ("virginica", 2)):
+        a = load_dataset({**cfg, "path": path, "unknown_label": unk}, 0)
+        b = load_dataset({**cfg, "path": str(tmp_path / "priv.csv"), "unknown_label": unk}, 0)
+        assert a.preprocessing == b.preprocessing and b.y_train[4] == code
+        assert list(np.flatnonzero(a.y_train != b.y_train)) == ([4] if a.y_train[4] != code else [])
+    with pytest.raises(ConfigError, match=r"^dataset\.unknown_label: got 'rosea', not among the classes"):
+        load_dataset({**cfg, "path": path, "unknown_label": "rosea"}, 0)
     # a declared list missing a label of the table is refused the same way
     with pytest.raises(ConfigError, match=r"^dataset\.classes: the .* rows of iris\.csv hold label 'virginica'"):
         load_dataset({"name": "csv", "path": path, "target": "species", "task": "multiclass",

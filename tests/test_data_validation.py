@@ -1,7 +1,9 @@
 """Bad data files and bad dataset settings are refused in one line naming the key; good ones load.
 
-Covers the user's own table (``dataset=csv``: every way a file can be unusable, ``dataset.dropna``,
-values that overflow standardisation), the typed parsing of every dataset's settings
+Covers the user's own table (``dataset=csv``: every way a file can be unusable; a bad cell --
+non-numeric, missing, infinite, overflowing -- in a public or test row, refused; the same cell in
+a private row, imputed or clipped and never refused; ``dataset.dropna`` on public and test rows),
+the typed parsing of every dataset's settings
 (:mod:`certdp.data.params`, table-driven plus property tests), and the CLI end to end on a real
 table (scikit-learn's bundled diabetes data) and on the README's own csv example.
 """
@@ -21,6 +23,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from certdp.settings import config_dir
 from certdp.data import dataset_settings, entries, load_dataset
 from certdp.data import params
+from certdp.data.tabular import split_rows, split_sizes
 from certdp.errors import ConfigError
 
 # <key>: <what is wrong>; allowed: <what is allowed>  (cli prints it as "certdp: error: ...")
@@ -82,32 +85,9 @@ def _write(kind, d):
     if kind == "parquet_header_only":
         t.iloc[:0].to_parquet(d / "none.parquet")
         return "none.parquet", {}
-    if kind == "non_numeric_feature":
-        t = t.astype(object)
-        t.loc[3, "b"], t.loc[7, "b"] = "abc", "?"
-        t.to_csv(d / "text.csv", index=False)
-        return "text.csv", {}
-    if kind == "non_numeric_target":
-        t = t.astype(object)
-        t.loc[5, "price"] = "expensive"
-        t.to_csv(d / "text_target.csv", index=False)
-        return "text_target.csv", {}
     if kind == "string_parquet":
         t.assign(city="Paris").to_parquet(d / "city.parquet")
         return "city.parquet", {}
-    if kind == "inf":
-        t.loc[4, "a"] = np.inf
-        t.to_csv(d / "inf.csv", index=False)
-        return "inf.csv", {}
-    if kind == "nan":
-        t.loc[[2, 5], "a"] = np.nan
-        t.loc[9, "price"] = np.nan
-        t.to_csv(d / "nan.csv", index=False)
-        return "nan.csv", {}
-    if kind == "nan_target_only":
-        t.loc[9, "price"] = np.nan
-        t.to_csv(d / "nan_t.csv", index=False)
-        return "nan_t.csv", {}
     if kind == "constant_target":
         t.assign(price=3.7).to_csv(d / "const.csv", index=False)
         return "const.csv", {}
@@ -117,14 +97,6 @@ def _write(kind, d):
     if kind == "duplicate_target":
         (d / "dupt.csv").write_text("price,a,price\n" + "".join(f"{i},{i * 3 % 7},{i}\n" for i in range(10)))
         return "dupt.csv", {}
-    if kind in ("overflow_feature", "overflow_unstandardised"):
-        t.loc[0, "a"] = 1e300
-        t.to_csv(d / "big.csv", index=False)
-        return "big.csv", {"scaling": "none"} if kind == "overflow_unstandardised" else {}
-    if kind == "overflow_target":
-        t.loc[0, "price"] = -1e300
-        t.to_csv(d / "bigt.csv", index=False)
-        return "bigt.csv", {}
     if kind == "unknown_target":
         t.to_csv(d / "ok.csv", index=False)
         return "ok.csv", {"target": "nope"}
@@ -157,22 +129,13 @@ BAD_FILES = [
     ("binary", "dataset.path", ["not a text file"]),
     ("not_utf8", "dataset.path", ["not UTF-8"]),
     ("ragged", "dataset.path", ["line 2", "same number of fields"]),
-    ("too_few_rows", "dataset.path", ["2 complete data rows", "at least 3"]),
+    ("too_few_rows", "dataset.path", ["has 2 data rows", "at least 3"]),
     ("not_parquet", "dataset.path", ["not a readable parquet file"]),
     ("parquet_header_only", "dataset.path", ["no data rows"]),
-    ("non_numeric_feature", "dataset.features", ["column 'b'", "non-numeric", "2 rows", "rows 4, 8", "'abc'"]),
-    ("non_numeric_target", "dataset.target", ["column 'price'", "non-numeric", "row 6", "'expensive'"]),
-    ("string_parquet", "dataset.features", ["column 'city'", "non-numeric"]),
-    ("inf", "dataset.features", ["column 'a'", "infinite", "row 5"]),
-    ("nan", "dataset.features", ["missing values in 3 rows", "rows 3, 6, 10", "'a': 2", "'price': 1",
-                                 "dataset.dropna=true"]),
-    ("nan_target_only", "dataset.target", ["missing values in 1 row", "'price': 1"]),
+    ("string_parquet", "dataset.features", ["column 'city'", "non-numeric", "public rows"]),
     ("constant_target", "dataset.target", ["column 'price'", "is constant", "3.7"]),
     ("duplicate_feature", "dataset.features", ["'a' names 2 columns", "columns 1 and 3"]),
     ("duplicate_target", "dataset.target", ["'price' names 2 columns", "columns 1 and 3"]),
-    ("overflow_feature", "dataset.features", ["column 'a'", "1e+300", "overflows"]),
-    ("overflow_unstandardised", "dataset.features", ["column 'a'", "overflows"]),
-    ("overflow_target", "dataset.target", ["column 'price'", "overflows"]),
     ("unknown_target", "dataset.target", ["'nope'", "not a column", "a, b, price"]),
     ("unknown_feature", "dataset.features", ["'zzz' is not a column"]),
     ("target_as_feature", "dataset.features", ["lists the target 'price'"]),
@@ -194,38 +157,131 @@ def test_missing_path_is_refused():
     _refused({"name": "csv", "target": "price"}, "dataset.path", "is not set")
 
 
-def test_dropna_drops_the_incomplete_rows_and_logs_the_count(tmp_path, caplog):
-    name, _ = _write("nan", tmp_path)
-    cfg = {"name": "csv", "path": str(tmp_path / name), "target": "price", "dropna": True, "n_test": 7}
-    with caplog.at_level("WARNING", logger="certdp"):
-        ds = load_dataset(cfg, 0)
-    assert ds.n_train + len(ds.y_test) + len(ds.y_public) == 40 - 3 and len(ds.y_test) == 7
-    assert ds.info["rows_dropped"] == 3
+def _roles(n, seed=0, n_test=None, n_public=None):
+    """(private, public, test) row indices of a table of n rows: the split is a function of the
+    row count and the seed only (certdp.data.tabular.split_rows)."""
+    t, p = split_sizes(n, n_test=n_test, n_public=n_public)
+    return split_rows(n, n_test=t, n_public=p, seed=seed)
+
+
+# A bad cell: (kind, column, value, extra settings, key refused on a public/test row, words)
+BAD_CELLS = [
+    ("non_numeric_feature", "b", "abc", {}, "dataset.features", ["column 'b'", "non-numeric", "'abc'"]),
+    ("non_numeric_target", "price", "expensive", {}, "dataset.target", ["column 'price'", "non-numeric", "'expensive'"]),
+    ("inf", "a", np.inf, {}, "dataset.features", ["column 'a'", "infinite"]),
+    ("nan", "a", np.nan, {}, "dataset.features", ["missing values in 1 row", "'a': 1", "dataset.dropna=true"]),
+    ("na_token", "a", "NA", {}, "dataset.features", ["missing values in 1 row", "'a': 1"]),
+    ("nan_target", "price", np.nan, {}, "dataset.target", ["missing values in 1 row", "'price': 1"]),
+    ("overflow_feature", "a", 1e300, {}, "dataset.features", ["column 'a'", "1e+300", "overflows"]),
+    ("overflow_unstandardised", "a", 1e300, {"scaling": "none"}, "dataset.features", ["column 'a'", "overflows"]),
+    ("overflow_target", "price", -1e300, {}, "dataset.target", ["column 'price'", "overflows"]),
+]
+_CELL_IDS = [c[0] for c in BAD_CELLS]
+
+
+def _with_cell(d, row, col, value, name="cell.csv"):
+    t = _table().astype(object)
+    t.loc[row, col] = value
+    t.to_csv(d / name, index=False)
+    return str(d / name)
+
+
+@pytest.mark.parametrize("kind,col,value,extra,key,needles", BAD_CELLS, ids=_CELL_IDS)
+@pytest.mark.parametrize("role", ["public", "test"])
+def test_a_bad_cell_in_a_public_or_test_row_is_refused_in_one_line(tmp_path, kind, col, value, extra, key,
+                                                                     needles, role):
+    _, pub, test = _roles(40)
+    row = int((pub if role == "public" else test)[0])
+    path = _with_cell(tmp_path, row, col, value)
+    msg = _refused({"name": "csv", "path": path, "target": "price", **extra}, key, *needles)
+    if "overflows" not in needles:            # the row as the user counts it, and its role
+        assert f"row {row + 1} after the header" in msg and f"{role} rows" in msg, msg
+
+
+@pytest.mark.parametrize("kind,col,value,extra,key,needles", BAD_CELLS, ids=_CELL_IDS)
+def test_the_same_cell_in_a_private_row_is_imputed_or_clipped_never_refused(tmp_path, kind, col, value, extra,
+                                                                             key, needles):
+    """No private value decides the outcome: the table loads with the clean table's split,
+    sizes and preprocessing, and its private arrays differ from the clean ones in that row only,
+    where the cell is the imputed value (missing, non-numeric) or the clip bound (infinite, huge)."""
+    priv, _, _ = _roles(40)
+    i = 5
+    cfg = {"name": "csv", "target": "price", **extra}
+    clean = load_dataset({**cfg, "path": _with_cell(tmp_path, 0, "a", _table().loc[0, "a"], "clean.csv")}, 0)
+    ds = load_dataset({**cfg, "path": _with_cell(tmp_path, int(priv[i]), col, value)}, 0)
+    pp = ds.preprocessing
+    assert pp == clean.preprocessing and ds.info == {**clean.info, "source": ds.info["source"]}
+    for a in ("x_test", "y_test", "x_public", "y_public"):
+        assert getattr(ds, a).tobytes() == getattr(clean, a).tobytes(), a
     assert np.isfinite(ds.x_train).all() and np.isfinite(ds.y_train).all()
-    assert any("dropped 3 of 40 rows" in r.getMessage() for r in caplog.records)
-    # the complete rows are exactly the rows kept: the same data without the three bad rows
-    full = _table()
-    kept = full.drop(index=[2, 5, 9]).reset_index(drop=True)
-    kept.to_csv(tmp_path / "kept.csv", index=False)
-    same = load_dataset({**cfg, "path": str(tmp_path / "kept.csv"), "dropna": False}, 0)
-    np.testing.assert_array_equal(same.x_train, ds.x_train)
-    np.testing.assert_array_equal(same.y_test, ds.y_test)
+    differs = np.flatnonzero((ds.x_train != clean.x_train).any(1) | (ds.y_train != clean.y_train))
+    assert list(differs) == [i]
+    j = ["a", "b"].index(col) if col != "price" else None
+    got = ds.x_train[i, j] if j is not None else ds.y_train[i]
+    if kind.startswith(("nan", "na_", "non_numeric")):
+        centre = 0.0                           # the fill is the centre of the map: 0 in model units
+        assert got == centre
+    else:                                      # infinite or huge: clipped to +-clip_sd model units
+        assert abs(got) == pp.clip == 1e4
 
 
-def test_dropna_that_leaves_too_few_rows_says_so(tmp_path):
-    (tmp_path / "holes.csv").write_text("a,price\n1,\n,2\n3,4\n5,6\n")
-    _refused({"name": "csv", "path": str(tmp_path / "holes.csv"), "target": "price", "dropna": True},
-             "dataset.path", "2 complete data rows after dataset.dropna dropped 2")
+def test_dropna_drops_incomplete_public_and_test_rows_only_and_logs_the_count(tmp_path, caplog):
+    priv, pub, test = _roles(40, n_test=7)
+    t = _table().astype(object)
+    t.loc[int(pub[0]), "a"] = np.nan
+    t.loc[int(test[1]), "price"] = ""
+    t.loc[int(priv[2]), "b"] = np.nan            # a private row: imputed, never dropped
+    t.to_csv(tmp_path / "holes.csv", index=False)
+    cfg = {"name": "csv", "path": str(tmp_path / "holes.csv"), "target": "price", "n_test": 7}
+    _refused(cfg, "dataset.features", "missing values in 1 row", "public rows")
+    with caplog.at_level("WARNING", logger="certdp"):
+        ds = load_dataset({**cfg, "dropna": True}, 0)
+    assert (ds.n_train, len(ds.y_public), len(ds.y_test)) == (len(priv), len(pub) - 1, len(test) - 1)
+    assert ds.info["rows_dropped"] == 2 and np.isfinite(ds.x_train).all()
+    assert any("dropped 1 of the 4 public rows" in r.getMessage() for r in caplog.records)
+    assert any("dropped 1 of the 7 test rows" in r.getMessage() for r in caplog.records)
+    # the kept public and test rows are exactly the complete ones
+    full = load_dataset({**cfg, "path": _with_cell(tmp_path, 0, "a", _table().loc[0, "a"], "full.csv")}, 0)
+    np.testing.assert_allclose(ds.preprocessing.target_to_raw(ds.y_test),
+                               np.delete(full.preprocessing.target_to_raw(full.y_test), 1), rtol=1e-12)
+    assert ds.x_train[2, 1] == 0.0 and ds.x_train.shape == full.x_train.shape
+
+
+def test_dropna_that_drops_every_test_row_says_so(tmp_path):
+    _, _, test = _roles(40, n_test=3)
+    t = _table().astype(object)
+    t.loc[[int(r) for r in test], "a"] = np.nan
+    t.to_csv(tmp_path / "holes.csv", index=False)
+    _refused({"name": "csv", "path": str(tmp_path / "holes.csv"), "target": "price", "dropna": True, "n_test": 3},
+             "dataset.dropna", "dropped every test row")
 
 
 def test_missing_value_tokens_and_blank_cells_are_missing_not_text(tmp_path):
-    t = _table(12).astype(object)
-    t.loc[1, "a"], t.loc[2, "a"], t.loc[3, "b"] = "NA", " ", "null"
+    _, pub, _ = _roles(40, n_public=10)
+    t = _table().astype(object)
+    t.loc[int(pub[0]), "a"], t.loc[int(pub[1]), "a"], t.loc[int(pub[2]), "b"] = "NA", " ", "null"
     t.to_csv(tmp_path / "tokens.csv", index=False)
-    cfg = {"name": "csv", "path": str(tmp_path / "tokens.csv"), "target": "price"}
+    cfg = {"name": "csv", "path": str(tmp_path / "tokens.csv"), "target": "price", "n_public": 10}
     _refused(cfg, "dataset.features", "missing values in 3 rows")
     ds = load_dataset({**cfg, "dropna": True}, 0)
-    assert ds.n_train + len(ds.y_test) + len(ds.y_public) == 12 - 3
+    assert ds.n_train + len(ds.y_test) + len(ds.y_public) == 40 - 3 and len(ds.y_public) == 7
+
+
+def test_impute_rules_and_unknown_label(tmp_path):
+    priv, pub, _ = _roles(40)
+    r = int(priv[0])
+    path = _with_cell(tmp_path, r, "a", "")
+    base = {"name": "csv", "path": path, "target": "price"}
+    raw = _table()
+    for impute, want in [("centre", raw.a[pub].mean()), ("public_median", float(np.median(raw.a[pub]))),
+                         ({"a": 0.25}, 0.25)]:
+        ds = load_dataset({**base, "impute": impute}, 0)
+        pp = ds.preprocessing
+        assert pp.fill[0] == pytest.approx(want, rel=1e-12)
+        assert ds.x_train[0, 0] == pytest.approx((want - pp.shift[0]) / pp.scale[0], abs=1e-12)
+    _refused({**base, "impute": {"zzz": 1}}, "dataset.impute", "'zzz' is not a feature")
+    _refused({**base, "impute": "mean"}, "dataset.impute", "centre, public_median")
+    _refused({**base, "unknown_label": "x"}, "dataset.unknown_label", "dataset.task=regression")
 
 
 def test_good_table_loads_with_the_default_20_percent_test_and_10_percent_public_split(tmp_path):
@@ -320,6 +376,14 @@ SETTINGS = [
     ("csv", "scaling", "paper", ["public, none, private_stats_not_dp"]),
     ("csv", "n_test", 2.5, ["not a whole number"]),
     ("csv", "dropna", "true", ["a string, not a boolean"]),
+    ("csv", "impute", "mean", ["unknown option", "centre, public_median"]),
+    ("csv", "impute", {"a": "x"}, ["column 'a'", "not a finite number"]),
+    ("csv", "impute", {}, ["empty"]),
+    ("csv", "impute", 3, ["not a rule or a mapping"]),
+    ("csv", "clip_sd", 0, ["too small", "(0.0, 1e+100]"]),
+    ("csv", "clip_sd", float("inf"), ["not finite"]),
+    ("csv", "unknown_label", "", ["empty"]),
+    ("california", "clip_sd", -1, ["too small"]),
     ("csv", "features", [], ["empty"]),
     ("csv", "features", ["a", "a"], ["'a' repeated"]),
     ("csv", "target", "", ["empty"]),

@@ -81,8 +81,10 @@ def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch
         hi_buf[:, sb] = dhi.squeeze(-2)
         if l > 0:
             delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
-    lo_buf.clamp_(-clip, clip)
-    hi_buf.clamp_(-clip, clip)
+    # NaN-safe clip: a NaN end (0 * inf, inf - inf: only where a pass overflowed) becomes the
+    # trivial bound -gamma / +gamma, which holds for every clipped gradient
+    torch.nan_to_num_(lo_buf, nan=-clip).clamp_(-clip, clip)
+    torch.nan_to_num_(hi_buf, nan=clip).clamp_(-clip, clip)
     return Interval(lo_buf, hi_buf)
 
 
@@ -98,7 +100,8 @@ def _block_stats(dlo, dhi, alo, ahi, clip: float, exact: bool):
     else:
         lo = dlo.clamp(min=0) * alo + dlo.clamp(max=0) * ahi
         hi = dhi.clamp(min=0) * ahi + dhi.clamp(max=0) * alo
-    return tau_sums(lo.clamp(-clip, clip), hi.clamp(-clip, clip), clip=clip)
+    return tau_sums(torch.nan_to_num(lo, nan=-clip).clamp(-clip, clip),
+                    torch.nan_to_num(hi, nan=clip).clamp(-clip, clip), clip=clip)
 
 
 def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
@@ -127,7 +130,8 @@ def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: to
             alo = acts[l].lo.transpose(-1, -2).contiguous().unsqueeze(-3)
             ahi = acts[l].hi.transpose(-1, -2).contiguous().unsqueeze(-3)
             r = _block_stats(dlo.unsqueeze(-2), dhi.unsqueeze(-2), alo, ahi, clip, False)
-        rb = tau_sums(dlo.clamp(-clip, clip), dhi.clamp(-clip, clip), clip=clip)
+        rb = tau_sums(torch.nan_to_num(dlo, nan=-clip).clamp(-clip, clip),
+                      torch.nan_to_num(dhi, nan=clip).clamp(-clip, clip), clip=clip)
         for j in range(2):
             stats[j][:, sw] = r[j].reshape(K, o * i, F)
             stats[j][:, sb] = rb[j]

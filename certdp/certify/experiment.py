@@ -20,7 +20,7 @@ from certdp.models import ModelSpec, build_model
 from certdp.privacy.smoothness import release_proof
 from certdp.settings import ExperimentSettings
 from certdp.settings.training import StaircaseSettings
-from certdp.training import TrainSettings, batch_plan
+from certdp.training import TrainSettings, batch_plan, check_magnitudes
 
 log = logging.getLogger("certdp")
 
@@ -127,6 +127,9 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
     model = _model(settings, ds)
     engine = settings.certificate.engine
     check_supported(engine, model)
+    prep = ds.preprocessing
+    if prep is not None:     # from the settings and the public rows only: data-independent (training.py)
+        check_magnitudes(model, settings.train, input_bound=prep.input_bound, target_bound=prep.target_bound)
     if share_ratio:
         engine = SharedBoxes(engine, share_ratio)
     proof = release_proof(engine, settings.privacy.smoothness) if smooth_release else True

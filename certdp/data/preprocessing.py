@@ -13,12 +13,25 @@ exception is the explicitly labelled non-private option ``dataset.scaling=privat
 
 The feature map, for a raw row ``x`` over :attr:`~Preprocessing.columns`::
 
+    x = fill where x is missing               # private rows only (``private=True``)
     u = clip(x, lower, upper)                 # only when feature bounds are declared
     z = (u - shift) / scale                   # per column
+    z = clip(z, -clip, clip)                  # only when ``clip`` is set (tables)
     z = ((z @ components.T) - pca_shift) / pca_scale    # only with PCA
 
-Regression targets: ``y_model = (y - target_shift) / target_scale``; the model's outputs are in
-those units and :meth:`~Preprocessing.target_to_raw` inverts the map.  Classification labels:
+Regression targets: ``y_model = clip((y - target_shift) / target_scale, -clip, clip)`` (a missing
+private target is ``target_fill`` first); the model's outputs are in those units and
+:meth:`~Preprocessing.target_to_raw` inverts the map (inside the clip range).
+
+Private rows go through the *total* form of the map (``apply(..., private=True)``,
+``encode_labels(..., private=True)``): it never refuses a record.  A missing or unreadable cell
+(NaN) takes the declared or public ``fill``, an infinite or huge one is clipped (to the declared
+bounds, else to ``clip`` model units), an unknown or missing class label becomes
+``unknown_label``.  Every constant of these rules comes from the settings or the public rows, so
+the map is the same function on neighbouring datasets and substitutes one record for one record:
+the adjacency the certificates use is preserved, and no private value can make the run refuse.
+Public and test rows (and rows given to a released model later) go through the strict form,
+which refuses non-finite cells and unknown labels in one line.  Classification labels:
 ``label_coding='index'`` codes ``classes[i]`` as ``i`` (int64), ``'sign'`` (two classes, the hinge
 convention) codes ``classes[0]`` as -1 and ``classes[1]`` as +1.
 """
@@ -108,6 +121,10 @@ class Preprocessing:
     classes: tuple | None = None               # classification: the class labels, in coding order
     label_coding: str | None = None            # classification: one of LABEL_CODINGS
     not_dp: tuple[str, ...] = ()               # the steps that read private statistics ("" = none)
+    clip: float | None = None                  # model units: scaled features and targets clipped to [-clip, clip]
+    fill: np.ndarray | None = None             # [d] raw units: a private row's missing cell takes this value
+    target_fill: float | None = None           # regression, raw units: a private row's missing target
+    unknown_label: Any = None                  # classification: the class of a private row's unknown/missing label
 
     def __post_init__(self):
         d = len(self.columns)
@@ -161,6 +178,27 @@ class Preprocessing:
                 raise ValueError("preprocessing: the sign coding needs exactly two classes")
             object.__setattr__(self, "classes", tuple(self.classes))
         object.__setattr__(self, "not_dp", tuple(str(s) for s in self.not_dp))
+        if self.clip is not None:
+            c = float(self.clip)
+            if not (math.isfinite(c) and c > 0):
+                raise ValueError("preprocessing: clip must be finite and > 0")
+            object.__setattr__(self, "clip", c)
+        if self.fill is not None:
+            object.__setattr__(self, "fill", _vector(self.fill, "fill", d))
+        if self.target_fill is not None:
+            if self.task != "regression":
+                raise ValueError("preprocessing: target_fill is for a regression task")
+            tf = float(self.target_fill)
+            if not math.isfinite(tf):
+                raise ValueError("preprocessing: target_fill must be finite")
+            object.__setattr__(self, "target_fill", tf)
+        if self.unknown_label is not None:
+            if self.task in (None, "regression"):
+                raise ValueError("preprocessing: unknown_label is for a classification task")
+            texts = [label_text(c) for c in self.classes]
+            if label_text(self.unknown_label) not in texts:
+                raise ValueError(f"preprocessing: unknown_label {self.unknown_label!r} is not a class")
+            object.__setattr__(self, "unknown_label", self.classes[texts.index(label_text(self.unknown_label))])
 
     # ---------------------------------------------------------------------------------------
     @property
@@ -193,6 +231,24 @@ class Preprocessing:
             return None
         lo, hi = self.output_range
         return ((lo - self.target_shift) / self.target_scale, (hi - self.target_shift) / self.target_scale)
+
+    @property
+    def input_bound(self) -> float | None:
+        """A bound on |model input| that holds for every row the map produces, whatever its raw
+        values (private rows included): 1 with declared feature bounds, ``clip`` otherwise
+        (None when the map does not clip, and with PCA).  It comes from the settings only, so
+        arguments built on it (no overflow, :func:`certdp.training.check_magnitudes`) do not
+        depend on the data."""
+        if self.components is not None:
+            return None
+        if self.lower is not None:
+            return 1.0 if self.clip is None else min(1.0, self.clip)
+        return self.clip
+
+    @property
+    def target_bound(self) -> float | None:
+        """A bound on |regression target| in model units for every row (``clip``), or None."""
+        return self.clip if self.task == "regression" else None
 
     # ---------------------------------------------------------------------------------------
     def raw_matrix(self, raw, *, key: str = "input") -> np.ndarray:
@@ -232,33 +288,62 @@ class Preprocessing:
                                    f"allowed: finite numbers in every used column")
         return x
 
-    def apply(self, raw, *, key: str = "input") -> np.ndarray:
+    def apply(self, raw, *, key: str = "input", private: bool = False) -> np.ndarray:
         """Model inputs [n, n_features] (float64) of raw rows (see :meth:`raw_matrix`).  The
-        same function produced the dataset's own arrays, so it reproduces them bit for bit."""
-        x = self.raw_matrix(raw, key=key)
+        same function produced the dataset's own arrays, so it reproduces them bit for bit.
+
+        ``private=True`` is the total map of the private rows (``raw`` a numeric array [n, d]):
+        NaN cells take :attr:`fill` (0 model units without one), infinite and huge cells are
+        clipped, nothing is refused (module docstring); the result is always finite."""
+        if private:
+            x = np.array(raw, dtype=np.float64).reshape(-1, self.n_inputs)
+            fill = self.shift if self.fill is None else self.fill
+            x = np.where(np.isnan(x), fill, x)
+        else:
+            x = self.raw_matrix(raw, key=key)
         if self.lower is not None:
             x = np.clip(x, self.lower, self.upper)
-        z = (x - self.shift) / self.scale
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (x - self.shift) / self.scale          # +-inf for an infinite or overflowing cell ...
+        if self.clip is not None:
+            z = np.clip(z, -self.clip, self.clip)      # ... which the clip makes finite
+        elif private and not np.isfinite(z).all():
+            z = np.nan_to_num(z, nan=0.0, posinf=np.finfo(np.float64).max, neginf=-np.finfo(np.float64).max)
         if self.components is not None:
             z = (z @ self.components.T - self.pca_shift) / self.pca_scale
         return z
 
-    def targets(self, y) -> np.ndarray:
-        """Regression targets (raw units) in the model's units."""
-        return (np.asarray(y, np.float64) - self.target_shift) / self.target_scale
+    def targets(self, y, *, private: bool = False) -> np.ndarray:
+        """Regression targets (raw units) in the model's units, clipped to ``clip`` when set.
+        ``private=True``: a NaN (missing or unreadable) target takes :attr:`target_fill`
+        (the target centre without one) first, so the result is finite for any input."""
+        y = np.asarray(y, np.float64)
+        if private:
+            fill = self.target_shift if self.target_fill is None else self.target_fill
+            y = np.where(np.isnan(y), fill, y)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (y - self.target_shift) / self.target_scale
+        if self.clip is not None:
+            z = np.clip(z, -self.clip, self.clip)
+        return z
 
     def target_to_raw(self, y_model) -> np.ndarray:
         """Model outputs (regression) back in the target's raw units."""
         return np.asarray(y_model, np.float64) * self.target_scale + self.target_shift
 
-    def encode_labels(self, labels, *, key: str = "dataset.target", where: str = "rows") -> np.ndarray:
+    def encode_labels(self, labels, *, key: str = "dataset.target", where: str = "rows",
+                      private: bool = False) -> np.ndarray:
         """Class labels (any values; compared by :func:`label_text`) as the model's codes; a
-        label outside :attr:`classes` raises a one-line :class:`ConfigError` under ``key``."""
+        label outside :attr:`classes` raises a one-line :class:`ConfigError` under ``key``.
+        ``private=True``: such a label (unknown, missing, unreadable) is coded as
+        :attr:`unknown_label` (the first class without one) instead; nothing is refused."""
         texts = [label_text(v) for v in np.asarray(labels, dtype=object).reshape(-1)]
         index = {label_text(c): i for i, c in enumerate(self.classes)}
         codes = np.fromiter((index.get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
         bad = np.flatnonzero(codes < 0)
-        if bad.size:
+        if bad.size and private:
+            codes[bad] = 0 if self.unknown_label is None else index[label_text(self.unknown_label)]
+        elif bad.size:
             unknown = sorted({texts[i] for i in bad})
             raise ConfigError(key, f"{where} hold label{'s' if len(unknown) > 1 else ''} "
                                    f"{', '.join(map(repr, unknown[:5]))}{', ...' if len(unknown) > 5 else ''} "
@@ -281,6 +366,8 @@ class Preprocessing:
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray):
                 v = v.tolist()
+            elif isinstance(v, np.generic):
+                v = v.item()
             elif isinstance(v, tuple):
                 v = [list(e) if isinstance(e, tuple) else (e.item() if isinstance(e, np.generic) else e) for e in v]
             out[f.name] = v
@@ -302,6 +389,10 @@ class Preprocessing:
                 d[k] = tuple(d[k])
         if d.get("output_range") is not None:
             d["output_range"] = tuple(d["output_range"])
+        if d.get("unknown_label") is not None and d.get("classes") is not None:
+            # JSON has no tuples; the class list decides the label's type (an int class stays an int)
+            d["unknown_label"] = next((c for c in d["classes"] if label_text(c) == label_text(d["unknown_label"])),
+                                      d["unknown_label"])
         return cls(**d)
 
     def to_json(self) -> str:

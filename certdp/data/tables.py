@@ -1,10 +1,14 @@
-"""Reading a user's table (csv or parquet): every problem a one-line ConfigError naming the key to
-change -- a folder, an empty, header-only or binary file, non-numeric, missing, infinite or
-overflowing cells, duplicate or constant targets."""
+"""Reading a user's table (csv or parquet): every problem with the file, its header or its schema
+is a one-line ConfigError naming the key to change (a folder, an empty, header-only or binary
+file, unknown or duplicate columns).  Cells are read, not judged: whether a non-numeric, missing,
+infinite or overflowing cell is an error depends on the role of its row (public and test rows
+are checked by :func:`check_rows`; private rows are imputed and clipped, never refused), which
+the split decides from the row count and the seed alone."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -134,12 +138,17 @@ def read_table(p: Path) -> tuple[list[str], pd.DataFrame]:
     return _read_csv_cells(p)
 
 
-def _column_numbers(col: pd.Series, name: str, key: str, fname: str) -> np.ndarray:
-    """One column as float64, missing cells as NaN; a cell that is neither a number nor a
-    missing-value token is an error naming the column and its rows."""
+def _column_numbers(col: pd.Series, name: str, key: str, fname: str) -> tuple[np.ndarray, dict]:
+    """One column as float64 (NaN where a cell is missing or unreadable; infinities kept) and
+    ``{row: text}`` of its unreadable cells (neither a number nor a missing-value token).
+
+    Nothing is refused here: whether an unreadable cell is an error depends on the role of its
+    row, which the split decides later (:func:`certdp.data.tabular.prepare_table`).  Only a
+    column whose *type* is not text or numbers (a parquet date column: the file's schema, not
+    a cell) is refused."""
     kind = col.dtype.kind
     if kind in "biuf":
-        return col.to_numpy(np.float64, na_value=np.nan)
+        return col.to_numpy(np.float64, na_value=np.nan), {}
     if kind not in "OSU" and not isinstance(col.dtype, pd.StringDtype):
         raise ConfigError(key, f"column {name!r} of {fname} holds {col.dtype} values, not numbers; allowed: "
                                f"numeric columns (encode {name!r} as numbers or leave it out)")
@@ -147,42 +156,55 @@ def _column_numbers(col: pd.Series, name: str, key: str, fname: str) -> np.ndarr
     missing = (cells.isna() | cells.isin(MISSING_TOKENS)).to_numpy(bool)
     vals = pd.to_numeric(cells.where(~missing), errors="coerce").to_numpy(np.float64, na_value=np.nan)
     bad = np.flatnonzero(np.isnan(vals) & ~missing)
-    if bad.size:
-        first = str(cells.iloc[bad[0]])
-        what = ("the target, or set dataset.task=binary or multiclass for class labels" if key == "dataset.target"
-                else f"{name!r} as numbers or leave it out of dataset.features")
-        raise ConfigError(key, f"column {name!r} of {fname} holds non-numeric values in {_rows_text(bad)}, e.g. "
-                               f"{first[:30]!r}; allowed: numbers, and empty cells or NA for missing values "
-                               f"(encode {what})")
-    return vals
+    return vals, {int(i): str(cells.iloc[i]) for i in bad}
 
 
-def _column_labels(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _column_labels(col: pd.Series) -> np.ndarray:
     """One column of class labels as canonical text (:func:`label_text`: strings stripped,
-    integral numbers as ``'3'``) and its missing-cell mask (empty cells and the NA tokens)."""
+    integral numbers as ``'3'``); ``''`` where the cell is missing (empty or an NA token)."""
     if col.dtype.kind in "biuf":
         missing = col.isna().to_numpy(bool)
-        texts = np.array([label_text(v) if not m else "" for v, m in zip(col.tolist(), missing)], dtype=object)
-        return texts, missing
+        return np.array([label_text(v) if not m else "" for v, m in zip(col.tolist(), missing)], dtype=object)
     cells = col.astype("string").str.strip()
     missing = (cells.isna() | cells.isin(MISSING_TOKENS)).to_numpy(bool)
-    return np.array(cells.fillna("").tolist(), dtype=object), missing
+    return np.where(missing, "", np.array(cells.fillna("").tolist(), dtype=object)).astype(object)
 
 
-def load_table(path, *, target: str | None, features=None, dropna: bool = False,
-               labels: bool = False) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
-    """Read a user's table and check it: ``(x [n, d], y [n], feature names, info)``, ``x``
-    finite float64, with ``n >= MIN_ROWS`` rows.  ``features=None`` means every column but the
-    target.  ``y`` is finite float64, or with ``labels`` the target's cells as class-label text
-    (any strings or integers; see :func:`_column_labels`).
+@dataclass(frozen=True)
+class Cells:
+    """A user's table as read, before any row has a role (private, public or test).
 
-    Refused with a one-line :class:`ConfigError` (key in brackets): a missing file, a directory,
-    an unreadable, empty, header-only, binary or malformed file [dataset.path]; a target that is
-    not set, not a column, or names several columns [dataset.target]; features that are not
-    columns, repeat, name several columns or include the target [dataset.features]; non-numeric
-    or infinite cells, a constant target [the column's key]; missing cells unless ``dropna``,
-    which drops those rows and logs how many [dataset.features / dataset.target]; fewer than
-    ``MIN_ROWS`` complete rows [dataset.path]."""
+    ``x`` [n, d] float64 holds every used feature cell: NaN where the cell is missing or
+    unreadable, infinities as written; ``y`` [n] the target: float64 likewise (regression) or
+    class-label text with ``''`` for a missing label.  ``unreadable`` maps a column index
+    (``d`` = the target) to ``{row: text}`` of its cells that are neither numbers nor missing
+    tokens.  Nothing about a cell's value has been checked: only the file, its header and its
+    schema, so that a private record cannot decide whether the table is accepted."""
+    x: np.ndarray
+    y: np.ndarray
+    columns: tuple
+    target: str
+    fname: str
+    info: dict
+    unreadable: dict
+
+    @property
+    def n(self) -> int:
+        return int(len(self.y))
+
+
+def read_cells(path, *, target: str | None, features=None, labels: bool = False) -> Cells:
+    """Read a user's table (:class:`Cells`).  ``features=None`` means every column but the
+    target; with ``labels`` the target holds class labels (any strings or integers).
+
+    Refused with a one-line :class:`ConfigError` (key in brackets), all before a cell's value is
+    looked at: a missing file, a directory, an unreadable, empty, header-only, binary or
+    malformed file, fewer than ``MIN_ROWS`` data rows [dataset.path]; a target that is not set,
+    not a column, or names several columns [dataset.target]; features that are not columns,
+    repeat, name several columns or include the target, a column of a non-numeric type
+    [dataset.features].  The cells themselves are checked per role after the split
+    (:func:`certdp.data.tabular.prepare_table`): public and test rows strictly, private rows
+    never (they are imputed and clipped)."""
     p = Path(str(path)).expanduser()
     header, data = read_table(p)
     fname = shown_name(p)
@@ -216,48 +238,87 @@ def load_table(path, *, target: str | None, features=None, dropna: bool = False,
     if len(data) == 0:
         raise ConfigError("dataset.path", f"{fname} has a header but no data rows; allowed: a table with at least "
                                           f"{MIN_ROWS} data rows")
+    if len(data) < MIN_ROWS:
+        raise ConfigError("dataset.path", f"{fname} has {len(data)} data row{'s' if len(data) != 1 else ''}; "
+                                          f"allowed: at least {MIN_ROWS} (2 to train on, 1 to test)")
+    unreadable: dict[int, dict] = {}
+    xs = []
+    for j, f in enumerate(feats):
+        v, bad = _column_numbers(data[positions[f][0]], f, "dataset.features", fname)
+        xs.append(v)
+        if bad:
+            unreadable[j] = bad
     if labels:
-        y, y_missing = _column_labels(data[positions[target][0]])
+        y = _column_labels(data[positions[target][0]])
     else:
-        y = _column_numbers(data[positions[target][0]], target, "dataset.target", fname)
-        y_missing = np.isnan(y)
-    xs = [_column_numbers(data[positions[f][0]], f, "dataset.features", fname) for f in feats]
-    x = np.stack(xs, axis=1) if xs else np.empty((len(y), 0))
-    numeric = x if labels else np.concatenate([x, y[:, None]], axis=1)
-    for j, (name, key) in enumerate([(f, "dataset.features") for f in feats] + [(target, "dataset.target")]):
-        if j >= numeric.shape[1]:
-            break
-        inf = np.flatnonzero(np.isinf(numeric[:, j]))
+        y, bad = _column_numbers(data[positions[target][0]], target, "dataset.target", fname)
+        if bad:
+            unreadable[len(feats)] = bad
+    x = np.stack(xs, axis=1)
+    return Cells(x, y, tuple(feats), target, fname, {"source": str(p), "rows": int(len(y))}, unreadable)
+
+
+def load_table(path, *, target: str | None, features=None, dropna: bool = False,
+               labels: bool = False) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
+    """``(x, y, feature names, info)`` of :func:`read_cells` (kept for callers that rebuild a
+    table by hand, e.g. a neighbouring table in ``certdp dpaudit``).  Every row is returned, in
+    file order: rows are never dropped before the split (``dropna`` is accepted for those
+    callers and has no effect here; :func:`certdp.data.tabular.prepare_table` applies
+    ``dataset.dropna`` to public and test rows only)."""
+    c = read_cells(path, target=target, features=features, labels=labels)
+    return c.x, c.y, list(c.columns), dict(c.info)
+
+
+def check_rows(x: np.ndarray, y: np.ndarray, rows: np.ndarray, *, columns, target: str, fname: str,
+               labels: bool, unreadable: dict | None, dropna: bool, role: str) -> np.ndarray:
+    """Check the *non-private* ``rows`` (indices into the table; ``role`` names them in messages,
+    e.g. "public or test") and return those to keep.
+
+    Refused in one line: a non-numeric cell (an example shown), an infinite cell, values whose
+    variance overflows float64 [the column's key]; a missing cell unless ``dropna``, which drops
+    those rows instead (the count is logged).  Private rows are never passed here: their cells
+    are imputed and clipped by the preprocessing, so that no private value decides whether the
+    run is refused."""
+    unreadable = unreadable or {}
+    names = list(columns) + [target]
+    keys = ["dataset.features"] * len(columns) + ["dataset.target"]
+    num = x[rows] if labels else np.concatenate([x[rows], np.asarray(y, np.float64)[rows][:, None]], axis=1)
+    in_rows = set(int(r) for r in rows)
+    for j in range(num.shape[1]):
+        bad_rows = sorted(r for r in unreadable.get(j, {}) if r in in_rows)
+        if bad_rows:
+            what = ("the target, or set dataset.task=binary or multiclass for class labels" if keys[j] == "dataset.target"
+                    else f"{names[j]!r} as numbers or leave it out of dataset.features")
+            raise ConfigError(keys[j], f"column {names[j]!r} of {fname} holds non-numeric values in "
+                                       f"{_rows_text(np.array(bad_rows), '; ' + role + ' rows')}, e.g. "
+                                       f"{unreadable[j][bad_rows[0]][:30]!r}; allowed: numbers, and empty cells or NA "
+                                       f"for missing values (encode {what})")
+        inf = rows[np.isinf(num[:, j])]
         if inf.size:
-            raise ConfigError(key, f"column {name!r} of {fname} holds infinite values in {_rows_text(inf)}; "
-                                   f"allowed: finite numbers (fix or remove those rows)")
-    nan = np.concatenate([np.isnan(x), y_missing[:, None]], axis=1)
-    rows_nan = np.flatnonzero(nan.any(1))
-    info = {"source": str(p), "rows": int(len(y))}
+            raise ConfigError(keys[j], f"column {names[j]!r} of {fname} holds infinite values in "
+                                       f"{_rows_text(np.sort(inf), '; ' + role + ' rows')}; allowed: finite numbers "
+                                       f"(fix or remove those rows)")
+    missing = np.isnan(num)
+    if labels:
+        missing = np.concatenate([missing, (np.asarray(y, dtype=object)[rows] == "")[:, None]], axis=1)
+    rows_nan = np.flatnonzero(missing.any(1))
+    keep = rows
     if rows_nan.size:
-        per_col = [(name, int(nan[:, j].sum())) for j, name in enumerate(feats + [target]) if nan[:, j].any()]
+        per_col = [(name, int(missing[:, j].sum())) for j, name in enumerate(names) if missing[:, j].any()]
         detail = ", ".join(f"{n!r}: {k}" for n, k in per_col[:5]) + (", ..." if len(per_col) > 5 else "")
         if not dropna:
-            key = "dataset.target" if nan[:, :-1].sum() == 0 else "dataset.features"
-            raise ConfigError(key, f"{fname} has missing values in {_rows_text(rows_nan, '; missing cells per column: ' + detail)}; "
-                                   f"allowed: complete rows: fill those cells, or set dataset.dropna=true to drop "
-                                   f"the {len(rows_nan)} rows")
-        keep = ~nan.any(1)
-        x, y = x[keep], y[keep]
-        log.warning("dataset.dropna: dropped %d of %d rows of %s with missing values (cells per column: %s); "
-                    "%d rows remain", len(rows_nan), len(keep), fname, detail, len(y))
-        info.update({"rows_dropped": int(len(rows_nan)), "rows": int(len(y))})
-    if len(y) < MIN_ROWS:
-        dropped = f" after dataset.dropna dropped {len(rows_nan)}" if rows_nan.size else ""
-        raise ConfigError("dataset.path", f"{fname} has {len(y)} complete data row{'s' if len(y) != 1 else ''}"
-                                          f"{dropped}; allowed: at least {MIN_ROWS} (2 to train on, 1 to test)")
-    # a check on every row, not a statistic that shapes the data: values whose variance overflows
-    # float64 would make any scaling (and training) meaningless
-    _check_no_overflow(x, feats, "dataset.features", fname)
+            key = "dataset.target" if missing[:, :-1].sum() == 0 else "dataset.features"
+            raise ConfigError(key, f"{fname} has missing values in {_rows_text(np.sort(rows[rows_nan]), '; ' + role + ' rows; missing cells per column: ' + detail)}; "
+                                   f"allowed: complete {role} rows: fill those cells, or set dataset.dropna=true to "
+                                   f"drop those {len(rows_nan)} rows (a private row's missing cells are imputed, "
+                                   f"see dataset.impute)")
+        keep = rows[~missing.any(1)]
+        log.warning("dataset.dropna: dropped %d of the %d %s rows of %s with missing values (cells per column: %s); "
+                    "%d remain", len(rows_nan), len(rows), role, fname, detail, len(keep))
+    _check_no_overflow(x[keep], list(columns), "dataset.features", fname)
     if not labels:
-        _check_no_overflow(y[:, None], [target], "dataset.target", fname)
-        check_target_varies(y, target, fname, "dataset.target", where="every row")
-    return x, y, feats, info
+        _check_no_overflow(np.asarray(y, np.float64)[keep][:, None], [target], "dataset.target", fname)
+    return keep
 
 
 def _check_no_overflow(a: np.ndarray, names, key: str, fname: str) -> None:
@@ -267,9 +328,9 @@ def _check_no_overflow(a: np.ndarray, names, key: str, fname: str) -> None:
     bad = np.flatnonzero(~np.isfinite(var))
     if bad.size:
         j = int(bad[0])
-        raise ConfigError(key, f"column {names[j]!r} of {fname} holds values up to {float(scale[j]):.3g}, whose "
-                               f"variance overflows float64; allowed: values well below 1e150 (rescale the "
-                               f"column, e.g. divide it by a power of 10)")
+        raise ConfigError(key, f"column {names[j]!r} of {fname} holds values up to {float(scale[j]):.3g} in its "
+                               f"public or test rows, whose variance overflows float64; allowed: values well below "
+                               f"1e150 (rescale the column, e.g. divide it by a power of 10)")
 
 
 def _is_number(s: str) -> bool:

@@ -8,15 +8,14 @@ import math
 from functools import partial
 from numbers import Real
 from typing import Mapping
-from pathlib import Path
 
 import numpy as np
 
 from certdp.data import Dataset, register, settings, standardise
-from certdp.data.params import Field, _show, boolean, choice, integer, interval, names, optional, text
+from certdp.data.params import Field, _show, boolean, choice, integer, interval, names, optional, real, text
 from certdp.data.preprocessing import PRIVATE_STATS, Preprocessing, is_integer_label, label_text, sorted_classes
 from certdp.data.sources import DataFile, DataUnavailable, resolve
-from certdp.data.tables import check_target_varies, listing, load_table, shown_name
+from certdp.data.tables import check_rows, check_target_varies, listing, load_table, read_cells  # noqa: F401 (load_table: re-exported)
 from certdp.errors import ConfigError
 
 log = logging.getLogger("certdp")
@@ -34,6 +33,32 @@ CALIFORNIA_TARGET = "MedHouseVal"
 # A table's split (private / public / test) and its preparation without the private rows.
 
 SCALINGS = ("public", "none", PRIVATE_STATS)
+# Model units (public standard deviations from the public mean under scaling=public): every scaled
+# feature and regression target is clipped to +-DEFAULT_CLIP_SD.  Generous on purpose: it is there
+# to make every value finite and bounded whatever a private record holds, not to trim real data
+# (California Housing, the heaviest-tailed table here, reaches 1,486 public sd in AveOccup).
+DEFAULT_CLIP_SD = 1e4
+IMPUTE_RULES = ("centre", "public_median")
+_IMPUTE_ALLOWED = ("centre (the centre of the feature map: the public mean, the middle of the declared bounds, or 0 "
+                   "with scaling=none), public_median, or a mapping {column: value} in raw units (other columns: "
+                   "centre)")
+
+
+def _impute(value, key: str):
+    """``dataset.impute``: a rule name of IMPUTE_RULES or a dict column -> finite value."""
+    if isinstance(value, str):
+        return choice(value, key, allowed=IMPUTE_RULES)
+    if isinstance(value, Mapping) and value:
+        out = {}
+        for col, v in value.items():
+            try:
+                out[str(col)] = real(v, key)
+            except ConfigError:
+                raise ConfigError(key, f"got {_show(dict(value))} (column {str(col)!r}: {_show(v)} is not a finite "
+                                       f"number); allowed: {_IMPUTE_ALLOWED}") from None
+        return out
+    raise ConfigError(key, f"got {_show(value)} ({'empty' if isinstance(value, Mapping) else 'not a rule or a mapping'}); "
+                           f"allowed: {_IMPUTE_ALLOWED}")
 _OUTPUT_RANGE_ALLOWED = ("[lo, hi] in the target's own units with finite lo < hi, or one width w > 0 in target "
                          "standard deviations centred on the target mean (both from the public rows), or null "
                          "(no global-sensitivity arms)")
@@ -161,27 +186,85 @@ def _class_list(declared, task: str, public_labels: np.ndarray, n_public: int) -
     return classes
 
 
-def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, info: dict, *,
-                  columns, target: str, fname: str = "the table", task: str = "regression") -> Dataset:
-    """Split a table into private / public / test rows (:func:`split_rows`) and map it with a
-    :class:`Preprocessing` fitted without the private rows:
+def _finite_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and sd of the finite cells of ``a`` [n, d], computed on ``a / max|a|`` so
+    that nothing overflows whatever the values; sd 1 for a (near-)constant column or one without
+    a finite cell.  Used only by ``dataset.scaling=private_stats_not_dp``, the labelled non-DP
+    mode, where it must not refuse a private value either."""
+    a = np.asarray(a, np.float64)
+    ok = np.isfinite(a)
+    top = np.where(ok, np.abs(a), 0.0).max(0) if len(a) else np.zeros(a.shape[1])
+    top = np.where(top > 0, top, 1.0)
+    u = np.where(ok, a / top, 0.0)
+    cnt = ok.sum(0)
+    safe = np.maximum(cnt, 1)
+    m = u.sum(0) / safe
+    sd = np.sqrt((np.where(ok, (u - m) ** 2, 0.0)).sum(0) / safe)
+    mu, sd = m * top, sd * top
+    sd = np.where((cnt > 0) & (sd > 1e-12 * top) & np.isfinite(sd), sd, 1.0)
+    return np.where(cnt > 0, mu, 0.0), sd
 
+
+def _fill_values(impute, *, columns, target: str | None, shift, x_public, y_public, n_public: int):
+    """``(fill [d] raw units, target fill or None)`` of ``dataset.impute`` (see CSV_FIELDS)."""
+    key = "dataset.impute"
+    cols = list(columns)
+    if impute == "centre":
+        return np.array(shift, np.float64), None
+    if impute == "public_median":
+        if n_public < 1:
+            raise ConfigError(key, "public_median needs public rows and there are none; allowed: centre, a mapping "
+                                   "{column: value}, or dataset.n_public >= 1")
+        fill = np.median(x_public, axis=0)
+        tfill = None if y_public is None else float(np.median(y_public))
+        return fill, tfill
+    unknown = [c for c in impute if c not in cols and c != target]
+    if unknown or (y_public is None and target in impute):
+        what = listing(cols + ([target] if y_public is not None else []))
+        bad = unknown or [target]
+        raise ConfigError(key, f"{', '.join(map(repr, bad[:5]))} is not a feature{' or the regression target' if y_public is not None else ''}; "
+                               f"allowed: values for the columns {what} (a classification label: dataset.unknown_label)")
+    fill = np.array([impute.get(c, shift[j]) for j, c in enumerate(cols)], np.float64)
+    return fill, impute.get(target)
+
+
+def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, info: dict, *,
+                  columns, target: str, fname: str = "the table", task: str = "regression",
+                  unreadable: dict | None = None) -> Dataset:
+    """Split a table into private / public / test rows (:func:`split_rows`, from the row count and
+    ``split_seed`` before any cell is read) and map it with a :class:`Preprocessing` fitted
+    without the private rows:
+
+    * public and test rows are checked (:func:`certdp.data.tables.check_rows`): a non-numeric,
+      infinite or overflowing cell is refused, a missing one too unless ``dropna``, which drops
+      those public/test rows; a test or public label outside the class list is refused;
     * features: the declared ``feature_bounds`` (each column clipped to ``[lo, hi]`` and mapped
       to ``[-1, 1]``) when given; otherwise by ``scaling``: ``public`` standardises with the
       public rows' mean and sd, ``none`` keeps raw values, ``private_stats_not_dp`` standardises
-      with the private rows' (the paper's California setting; not DP);
+      with the private rows' (the paper's California setting; not DP); then clipped to
+      ``[-clip_sd, clip_sd]`` (model units);
     * regression target: ``(y - mean) / sd`` with the mean and sd of the ``scaling`` source
-      (public rows; ``none``: 0 and 1; private rows); ``output_range`` ``[lo, hi]`` is in the
-      target's own units, a single width ``w`` means ``mean +- w/2 sd`` of that scaling; the
-      dataset carries it in model units (the released value is clipped to it);
+      (public rows; ``none``: 0 and 1; private rows), clipped to ``[-clip_sd, clip_sd]``;
+      ``output_range`` ``[lo, hi]`` is in the target's own units, a single width ``w`` means
+      ``mean +- w/2 sd`` of that scaling; the dataset carries it in model units;
     * classification: labels coded by the class list, declared (``classes``, its order kept)
-      or the sorted labels of the public rows; a label outside it is refused.
+      or the sorted labels of the public rows;
+    * private rows go through the total map (:meth:`Preprocessing.apply` with ``private=True``):
+      a missing or non-numeric cell takes the ``impute`` value, an infinite or out-of-range one
+      is clipped, an unknown or missing label becomes ``unknown_label``.
 
-    Only the rows' roles depend on ``n`` and ``split_seed``; unless ``scaling`` is
-    ``private_stats_not_dp``, nothing a release uses (test queries, scaled targets, output
-    range, class list) depends on a private record."""
+    Why the outcome does not depend on the private rows: the split and its sizes are functions
+    of (n, settings); every check that can refuse or drop reads public or test rows only; every
+    constant of the map (shift, scale, fill, clip, classes, output range) comes from the
+    settings or the public rows; and the private map is total (defined and finite for every
+    cell, never raising).  So two tables that differ only in private cells give the same split,
+    sizes, preprocessing and success, and private arrays that differ exactly in the rows whose
+    cells differ -- the substitution adjacency the certificates are computed for.  (Unless
+    ``scaling`` is ``private_stats_not_dp``, which is labelled not DP: then shift and scale read
+    the private rows, overflow-safely, and still never refuse.)"""
     n = len(y)
     regression = task == "regression"
+    labels = not regression
     n_test, n_public = split_sizes(n, n_test=s.get("n_test"), n_public=s.get("n_public"), fname=fname)
     split_seed = seed if s.get("split_seed") is None else s["split_seed"]
     priv, pub, test = split_rows(n, n_test=n_test, n_public=n_public, seed=split_seed)
@@ -194,13 +277,34 @@ def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, i
     if not regression and s.get("output_range") is not None:
         raise ConfigError("dataset.output_range", f"got {_show(s['output_range'])} with dataset.task={task}; allowed: "
                                                   f"null (a range of released values is for dataset.task=regression)")
+    impute = s.get("impute", "centre")
+    if not regression and isinstance(impute, Mapping) and target in impute:
+        raise ConfigError("dataset.impute", f"names the class label {target!r}; allowed: values for features (a "
+                                            f"private row's unknown or missing label: dataset.unknown_label)")
+    if regression and s.get("unknown_label") is not None:
+        raise ConfigError("dataset.unknown_label", f"got {_show(s['unknown_label'])} with dataset.task=regression; "
+                                                   f"allowed: null (a missing target is imputed: dataset.impute)")
     needs = ([] if bounds is not None or scaling != "public" else ["the feature scaling"]) + \
             (["the target scaling"] if regression and scaling == "public" else []) + \
-            (["the class list"] if not regression and declared is None else [])
+            (["the class list"] if not regression and declared is None else []) + \
+            (["dataset.impute=public_median"] if impute == "public_median" else [])
     if needs and n_public < 2:
         raise ConfigError("dataset.n_public", f"got {n_public}, but {' and '.join(needs)} come{'s' if len(needs) == 1 else ''} "
                                               f"from the public rows; allowed: at least 2 public rows, or declare "
                                               f"instead (dataset.feature_bounds, dataset.scaling=none, dataset.classes)")
+    # public and test rows: checked strictly (dropna drops the incomplete ones); private rows never
+    check = dict(columns=columns, target=target, fname=fname, labels=labels, unreadable=unreadable,
+                 dropna=bool(s.get("dropna", False)))
+    pub = check_rows(x, y, pub, role="public", **check)
+    test = check_rows(x, y, test, role="test", **check)
+    if len(test) == 0:
+        raise ConfigError("dataset.dropna", f"dropped every test row of {fname} (each has a missing value); allowed: "
+                                            f"false, or complete test rows")
+    if needs and len(pub) < 2:
+        raise ConfigError("dataset.dropna", f"left {len(pub)} of the {n_public} public rows of {fname}, but "
+                                            f"{' and '.join(needs)} need at least 2; allowed: false, or complete "
+                                            f"public rows")
+    n_public = len(pub)
     not_dp = []
     if bounds is not None:
         lower, upper = bounds
@@ -213,13 +317,16 @@ def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, i
         elif scaling == "none":
             shift, scale, fsource = np.zeros(len(columns)), np.ones(len(columns)), "none"
         else:
-            _, (shift, scale) = standardise(x[priv], key="dataset.features", columns=columns, source=fname)
+            shift, scale = _finite_stats(x[priv])
             fsource = PRIVATE_STATS
             not_dp.append("feature scaling from the private rows' mean and sd")
     target_part: dict = {"task": task, "target": target}
     if regression:
+        yf = np.asarray(y, np.float64)
+        seen = np.concatenate([pub, test])
+        check_target_varies(yf[seen], target, fname, "dataset.target", where="on the public and test rows")
         if scaling == "public":
-            yp = y[pub]
+            yp = yf[pub]
             if not np.any(yp != yp[0]):
                 raise ConfigError("dataset.n_public", f"the target {target!r} is constant on the {n_public} public rows "
                                                       f"of {fname} ({float(yp[0]):g}), so it cannot set the target "
@@ -229,8 +336,7 @@ def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, i
         elif scaling == "none":
             mu, sd = 0.0, 1.0
         else:
-            check_target_varies(y[priv], target, fname, "dataset.target", where=f"on the {len(priv)} private rows")
-            _, (mu, sd) = standardise(y[priv][:, None], key="dataset.target", columns=[target], source=fname)
+            mu, sd = _finite_stats(yf[priv][:, None])
             not_dp.append("target scaling (and a width output range) from the private rows' mean and sd")
         mu, sd = float(np.asarray(mu).reshape(())), float(np.asarray(sd).reshape(()))
         rng = s.get("output_range")
@@ -240,35 +346,63 @@ def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, i
                            target_shift=mu, target_scale=sd, output_range=rng)
     else:
         classes = _class_list(declared, task, y[pub], n_public)
-        target_part.update(classes=classes, label_coding="sign" if task == "binary" else "index")
-    prep = Preprocessing(tuple(columns), shift, scale, feature_source=fsource, input="table columns",
-                         lower=lower, upper=upper, not_dp=tuple(not_dp), **target_part)
+        texts = [label_text(c) for c in classes]
+        unk = s.get("unknown_label")
+        if unk is not None and label_text(unk) not in texts:
+            raise ConfigError("dataset.unknown_label", f"got {_show(unk)}, not among the classes {list(classes)[:10]}; "
+                                                       f"allowed: one of the classes, or null (the first class)")
+        target_part.update(classes=classes, label_coding="sign" if task == "binary" else "index",
+                           unknown_label=classes[0] if unk is None else classes[texts.index(label_text(unk))])
+    fill, tfill = _fill_values(impute, columns=columns, target=target, shift=shift, x_public=x[pub],
+                               y_public=np.asarray(y, np.float64)[pub] if regression else None, n_public=n_public)
     if regression:
-        ys = [prep.targets(y[i]) for i in (priv, pub, test)]
+        target_part["target_fill"] = target_part["target_shift"] if tfill is None else tfill
+    prep = Preprocessing(tuple(columns), shift, scale, feature_source=fsource, input="table columns",
+                         lower=lower, upper=upper, not_dp=tuple(not_dp), clip=s.get("clip_sd", DEFAULT_CLIP_SD),
+                         fill=fill, **target_part)
+    if regression:
+        ys = [prep.targets(y[priv], private=True), prep.targets(y[pub]), prep.targets(y[test])]
         if prep.output_range is not None and n_public:
-            outside = float(np.mean((y[pub] < prep.output_range[0]) | (y[pub] > prep.output_range[1])))
+            yp = np.asarray(y, np.float64)[pub]
+            outside = float(np.mean((yp < prep.output_range[0]) | (yp > prep.output_range[1])))
             if outside > 0.1:
                 log.warning("dataset.output_range [%g, %g] (the target's own units) leaves %.0f%% of the public "
                             "targets outside: released values are clipped to it", *prep.output_range, 100 * outside)
     else:
-        ys = [prep.encode_labels(y[i], key="dataset.classes", where=f"the {what} rows of {fname}")
-              for i, what in ((test, "test"), (pub, "public"), (priv, "private"))]
-        ys = [ys[2], ys[1], ys[0]]
+        ys = [prep.encode_labels(y[priv], private=True)] + \
+             [prep.encode_labels(y[i], key="dataset.classes", where=f"the {what} rows of {fname}")
+              for i, what in ((pub, "public"), (test, "test"))]
     if not prep.dp_end_to_end:
         log.warning("dataset.scaling=%s: %s; the released numbers are NOT differentially private end to end "
                     "(dp_end_to_end=false)", scaling, "; ".join(prep.not_dp))
-    xs = [prep.apply(x[i]) for i in (priv, pub, test)]
+    xs = [prep.apply(x[priv], private=True), prep.apply(x[pub]), prep.apply(x[test])]
+    _warn_clipped(prep, xs[1:], ys[1:] if regression else [], fname)
+    dropped = (n - len(priv)) - n_public - len(test)
     info = {**info, "split_seed": int(split_seed), "n_private": int(len(priv)), "n_public": int(n_public),
-            "n_test": int(n_test), "n_train": int(len(priv)), "scaling": prep.scaling}
+            "n_test": int(len(test)), "n_train": int(len(priv)), "scaling": prep.scaling,
+            **({"rows_dropped": int(dropped)} if dropped else {})}
     return Dataset(name, task, xs[0], ys[0], xs[2], ys[2], x_public=xs[1] if n_public else None,
                    y_public=ys[1] if n_public else None, n_classes=None if regression else len(prep.classes),
                    output_range=prep.model_output_range, info=info, preprocessing=prep)
+
+
+def _warn_clipped(prep: Preprocessing, xs, ys, fname: str) -> None:
+    """Log (public facts only) when public or test values reach the clip range: the default
+    ``clip_sd`` is meant never to bind on real data, so a binding clip is worth a look."""
+    if prep.clip is None:
+        return
+    hit = [int((np.abs(a) >= prep.clip).sum()) for a in (*xs, *ys)]
+    if sum(hit):
+        log.warning("dataset.clip_sd=%g: %d public or test values of %s reach the clip range (model units); they "
+                    "are clipped, as every private value beyond it is", prep.clip, sum(hit), fname)
 
 
 SPLIT_SEED = Field(None, partial(integer, lo=0, none=True, null_means="the run seed"))
 _N_TEST = Field(None, partial(integer, lo=1, none=True, null_means="20% of rows"))
 _SCALING = Field("public", partial(choice, allowed=SCALINGS))
 _FEATURE_BOUNDS = Field(None, _feature_bounds)
+_IMPUTE = Field("centre", _impute)
+_CLIP_SD = Field(DEFAULT_CLIP_SD, partial(real, lo=0.0, lo_open=True, hi=1e100))
 
 CALIFORNIA_FIELDS = {
     "path": Field(None, partial(text, what="a parquet file with the California Housing columns", none=True,
@@ -279,6 +413,8 @@ CALIFORNIA_FIELDS = {
     "scaling": _SCALING,
     "feature_bounds": _FEATURE_BOUNDS,
     "output_range": Field(10.0, _output_range),
+    "impute": _IMPUTE,
+    "clip_sd": _CLIP_SD,
 }
 
 
@@ -294,9 +430,9 @@ def load_california(cfg: dict, seed: int) -> Dataset:
         path = resolve(CALIFORNIA, s["path"])
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
-    x, y, feats, info = load_table(path, target=CALIFORNIA_TARGET)
-    return prepare_table("california", x, y, s, seed, info, columns=feats, target=CALIFORNIA_TARGET,
-                         fname=shown_name(Path(path)))
+    c = read_cells(path, target=CALIFORNIA_TARGET)
+    return prepare_table("california", c.x, c.y, s, seed, c.info, columns=c.columns, target=CALIFORNIA_TARGET,
+                         fname=c.fname, unreadable=c.unreadable)
 
 
 CSV_FIELDS = {
@@ -314,21 +450,25 @@ CSV_FIELDS = {
     "scaling": _SCALING,
     "feature_bounds": _FEATURE_BOUNDS,
     "output_range": Field(None, _output_range),
+    "impute": _IMPUTE,
+    "unknown_label": Field(None, partial(text, what="a label of the class list", none=True,
+                                         null_means="the first class")),
+    "clip_sd": _CLIP_SD,
 }
 
 
 @register("csv", task="any", fields=CSV_FIELDS,
           summary="your own table: dataset.path=FILE dataset.target=COLUMN [dataset.task=regression|binary|multiclass] [dataset.features=[...]]")
 def load_csv(cfg: dict, seed: int) -> Dataset:
-    """A user's csv or parquet table: every check of :func:`load_table`, then the split and
-    public-only preparation of :func:`prepare_table`; ``dataset.task`` says whether the target
-    is a number (regression) or a class label (binary, multiclass)."""
+    """A user's csv or parquet table: the file checks of :func:`certdp.data.tables.read_cells`,
+    then the split, the public/test row checks and the public-only preparation of
+    :func:`prepare_table`; ``dataset.task`` says whether the target is a number (regression) or
+    a class label (binary, multiclass)."""
     s = settings(cfg, "csv")
     if s["path"] is None:
         raise ConfigError("dataset.path", "is not set; allowed: dataset.path=FILE, a .csv (with a header row) or "
                                           ".parquet table")
     task = s["task"]
-    x, y, feats, info = load_table(s["path"], target=s["target"], features=s["features"], dropna=s["dropna"],
-                                   labels=task != "regression")
-    return prepare_table("csv", x, y, s, seed, info, columns=feats, target=s["target"], task=task,
-                         fname=shown_name(Path(str(s["path"])).expanduser()))
+    c = read_cells(s["path"], target=s["target"], features=s["features"], labels=task != "regression")
+    return prepare_table("csv", c.x, c.y, s, seed, c.info, columns=c.columns, target=s["target"], task=task,
+                         fname=c.fname, unreadable=c.unreadable)
