@@ -60,7 +60,8 @@ def placements(exp: Experiment, *, record: int, n: int) -> list[tuple[int, str]]
             groups.append((plan[per_epoch - 1], "last batch of epoch 1"))
     groups.append((plan, "ranked by use"))
     for rows, where in groups:
-        ids = [i for i in order if i not in chosen and i in set(rows.reshape(-1).tolist())]
+        members = set(rows.reshape(-1).tolist())
+        ids = [i for i in order if i not in chosen and i in members]
         take = ids if where == "ranked by use" else ids[:1]
         for i in take:
             if len(out) > n:
