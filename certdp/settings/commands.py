@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, choice, choices, integer, integers, parse_settings, real, reals, section
+from certdp.data.params import Field, boolean, choice, choices, integer, integers, parse_settings, real, reals, section
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import ACCOUNTANTS
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
@@ -62,13 +62,22 @@ DPAUDIT_RELEASES = {"prediction": ("cauchy", "laplace"), "parameter": ("cauchy_p
 @dataclass(frozen=True)
 class DPAuditSettings:
     """``dpaudit``: which release is audited (``query``: AGT-R prediction or AGS parameters), the
-    replaced record and the size of its change, the audited test query (prediction) and the
-    confidence 1 - alpha of the lower bound."""
+    configured record and the size of its change, the configured test query (prediction), the
+    confidence 1 - alpha of the lower bound, and the neighbour search (certdp/methods/dpaudit.py):
+    whether to search, how many placements chosen from the batch plan, the magnitudes of the
+    extreme records (standardised units), how many test queries are searched (prediction), how
+    many of the best pairs are audited (Bonferroni over them) and the most datasets it may train."""
     query: str = "prediction"
     record: int = 0
     shift: float = 10.0
     test_point: int = 0
     alpha: float = 0.05
+    search: bool = True
+    placements: int = 2
+    magnitudes: tuple[float, ...] = (1e2, 1e6)
+    queries: int = 64
+    pairs: int = 1
+    max_datasets: int = 200
 
 
 DPAUDIT_FIELDS = {
@@ -77,6 +86,12 @@ DPAUDIT_FIELDS = {
     "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6)),
     "test_point": Field(0, partial(integer, lo=0)),
     "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
+    "search": Field(True, boolean),
+    "placements": Field(2, partial(integer, lo=0, hi=64)),
+    "magnitudes": Field([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16)),
+    "queries": Field(64, partial(integer, lo=1, hi=4096)),
+    "pairs": Field(1, partial(integer, lo=1, hi=64)),
+    "max_datasets": Field(200, partial(integer, lo=2, hi=100_000)),
 }
 
 
