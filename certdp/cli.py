@@ -15,10 +15,10 @@ import typer
 
 from certdp import results
 from certdp.errors import ConfigError
-from certdp.runs import (LANDED, STAGED, STDOUT, console_log, execute, fail, handle_signals, ignore_signals,
-                         interrupted, io_error_message, last_signal, say, stdout_failed, stdout_problem, stdout_warning)
+from certdp.runs import (LANDED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
+                         ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
 from certdp.settings import config_dir
-from certdp.settings.compose import compose_and_parse
+from certdp.settings.compose import _group_options, compose_and_parse, split_command_line, validate_overrides
 
 log = logging.getLogger("certdp")
 results.register_resolvers()      # ${certdp.uid:} and ${certdp.incomplete:} of configs/base.yaml
@@ -64,95 +64,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 CTX = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help", "-h"]}
 
 
-def _group_options(group: str) -> list[str] | None:
-    d = config_dir() / group
-    if not d.is_dir():
-        return None
-    return sorted(p.stem for p in d.glob("*.yaml"))
-
-
-def _group_allowed(group: str, opts: list[str]) -> str:
-    """The options of a config group, or for a folder of groups (``preset``) its subgroups."""
-    if opts:
-        return ", ".join(opts)
-    subs = sorted(p.name for p in (config_dir() / group).iterdir() if p.is_dir())
-    return "; ".join(f"+{group}/{s}=" + "|".join(_group_options(f"{group}/{s}") or ["..."]) for s in subs) or "none"
-
-
-def validate_overrides(args: list[str]) -> None:
-    """One-line errors for unknown config-group options, before Hydra prints its own."""
-    for a in args:
-        if a.startswith("-") or "=" not in a:
-            continue
-        key, val = a.split("=", 1)
-        key = key.lstrip("+~")
-        if "." in key:
-            continue
-        opts = _group_options(key)
-        if opts is None:
-            continue
-        vals = val.strip()
-        if vals.startswith(("choice(", "range(", "glob(", "interval(")):
-            continue
-        for v in vals.split(","):
-            v = v.strip()
-            if v and v not in opts and v != "null":
-                fail(f"{key}={v}: unknown {key}; allowed: {_group_allowed(key, opts)}")
-
-
-# Hydra's flags that certdp passes on: flag -> values it takes (None: an optional topic)
-HYDRA_FLAGS = {"-m": 0, "--multirun": 0, "--cfg": 1, "-c": 1, "--package": 1, "-p": 1, "--resolve": 0,
-               "--info": None, "-i": None, "--config-dir": 1, "-cd": 1}
-CFG_PARTS = ("job", "hydra", "all")
-INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
-FLAGS_ALLOWED = ("-m/--multirun, --cfg job|hydra|all, --package PKG, --resolve, --info [TOPIC], --config-dir DIR, "
-                 "--help")
-
-
-def split_command_line(command: str, args: list[str]) -> tuple[list[str], list[str]]:
-    """(Hydra flags, overrides) of a command line, flags first wherever they stood
-    (``certdp agtr a=1 -m b=1,2`` is ``-m a=1 b=1,2``); an unknown flag, a missing or unknown
-    flag value, or a ``--config-dir`` that is not a folder is refused in one line."""
-    flags, overrides, i = [], [], 0
-    while i < len(args):
-        a = args[i]
-        i += 1
-        if not a.startswith("-"):
-            overrides.append(a)
-            continue
-        name, eq, val = a.partition("=")
-        if name not in HYDRA_FLAGS:
-            fail(f"{name}: unknown option of certdp {command}; allowed: {FLAGS_ALLOWED}")
-        takes = HYDRA_FLAGS[name]
-        if takes == 0:
-            if eq:
-                fail(f"{name}: takes no value (got {a!r}); allowed: {FLAGS_ALLOWED}")
-            flags.append(name)
-            continue
-        if takes is None:
-            if not eq and i < len(args) and args[i] in INFO_TOPICS:
-                val, eq, i = args[i], "=", i + 1
-            if eq and val not in INFO_TOPICS:
-                fail(f"{name}: unknown topic {val!r}; allowed: {', '.join(INFO_TOPICS)}")
-            flags += [name] + ([val] if eq else [])
-            continue
-        if not eq:
-            if i >= len(args) or args[i].startswith("-"):
-                fail(f"{name}: needs a value; allowed: {FLAGS_ALLOWED}")
-            val, i = args[i], i + 1
-        if name in ("--cfg", "-c") and val not in CFG_PARTS:
-            fail(f"{name}: unknown part {val!r}; allowed: {', '.join(CFG_PARTS)}")
-        if name in ("--config-dir", "-cd") and not Path(val).expanduser().is_dir():
-            fail(f"{name}: {val} is not a folder; allowed: an existing folder of extra config files")
-        flags += [name, val]
-    modes = sorted({"-m" if f in ("-m", "--multirun") else "--cfg" if f in ("--cfg", "-c") else "--info"
-                    for f in flags if f in ("-m", "--multirun", "--cfg", "-c", "--info", "-i")})
-    if len(modes) > 1:
-        fail(f"{modes[1]}: cannot be combined with {modes[0]}; allowed: one of -m (run a sweep), --cfg (print the "
-             "config), --info (print Hydra's information)")
-    return flags, overrides
-
-
 def _stage_override(arg: str) -> str:
     """A user's ``hydra.run.dir=D`` / ``hydra.sweep.subdir=S`` keeps the staging suffix."""
     key, _, val = arg.partition("=")
@@ -171,15 +82,15 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
     (``--cfg``, ``--info``) goes to Hydra as it is."""
     import hydra
 
-    flags, overrides = split_command_line(command, args)
-    validate_overrides(overrides)
     cdir = config_path or str(config_dir())
-    if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
-        try:
+    try:
+        flags, overrides = split_command_line(command, args)
+        validate_overrides(overrides)
+        if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
             compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
                               config_path=cdir, config_name=config_name or command)
-        except ConfigError as e:
-            fail(str(e))
+    except ConfigError as e:
+        fail(str(e))
 
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
@@ -485,44 +396,21 @@ def usage_line(e) -> str:
     m = re.search(r"No such option: (\S+)", msg)
     if m:
         return f"{m.group(1).rstrip('.')}: no such option of {where}; allowed: the options `{where} --help` lists"
-    m = re.search(r"unexpected extra arguments? \(([^)]*)\)", msg)
+    m = re.search(r"unexpected extra argument(?:s|\(s\))? \(([^)]*)\)", msg)
     if m:
-        return f"{m.group(1)}: unexpected argument of {where}; allowed: the arguments `{where} --help` lists"
+        return f"{m.group(1).split()[0]}: unexpected argument of {where}; allowed: the arguments `{where} --help` lists"
     return f"usage: {msg[:200]}; allowed: the usage `{where} --help` shows"
-
-
-class GuardedStdout:
-    """Standard output for the duration of a command: a write or flush that fails (a closed pipe,
-    a full disk) is recorded (:func:`certdp.runs.stdout_failed`) instead of raised, so that no
-    writer -- ours, click's, Hydra's ``--cfg job`` -- ends in a traceback."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text):
-        if STDOUT["error"] is None:
-            try:
-                return self._stream.write(text)
-            except OSError as e:
-                stdout_failed(e)
-        return len(text)
-
-    def flush(self):
-        if STDOUT["error"] is None:
-            try:
-                self._stream.flush()
-            except OSError as e:
-                stdout_failed(e)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
 
 def main() -> None:
     """The console entry point: every failure one line on stderr with its exit code (2 refusal,
     1 a failed output stream or a finding, 128 + signum a signal), whatever happens to the
     output streams and whenever a signal comes."""
-    import click
+    try:
+        from typer._click import exceptions as cx        # the click that typer runs (typer >= 0.2x vendors it)
+    except ImportError:                                   # pragma: no cover - an older typer uses click itself
+        from click import exceptions as cx
+    STDOUT.update(error=None, reported=False)       # a fresh command (main may run several times in one process)
     old = sys.stdout
     sys.stdout = GuardedStdout(old)
     try:
@@ -530,14 +418,14 @@ def main() -> None:
             try:
                 rv = app(standalone_mode=False, prog_name="certdp")
                 code = rv if isinstance(rv, int) else 0
-            except click.exceptions.NoArgsIsHelpError as e:
+            except cx.NoArgsIsHelpError as e:
                 e.show()
                 code = 2
-            except click.exceptions.UsageError as e:
+            except cx.UsageError as e:
                 fail(usage_line(e), code=2)
-            except click.exceptions.ClickException as e:
+            except cx.ClickException as e:
                 fail(f"usage: {' '.join(e.format_message().split())[:200]}; allowed: see certdp --help", code=e.exit_code)
-            except click.exceptions.Abort:
+            except typer.Abort:
                 code = 1
             except KeyboardInterrupt as e:
                 ignore_signals()

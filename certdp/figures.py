@@ -130,74 +130,12 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _bad(path: Path, field: str, problem: str, allowed: str) -> ConfigError:
-    return ConfigError(f"{path.name}:{field}", f"{problem}; allowed: {allowed}")
-
-
-def _str_list(path: Path, field: str, v: Any) -> list[str]:
-    if v is None:
-        return []
-    if not isinstance(v, list) or not all(isinstance(x, (str, int, float, bool)) for x in v):
-        raise _bad(path, field, f"got {v!r:.80}", "a list of overrides such as [dataset=linear, train.steps=5]")
-    return [str(x) for x in v]
-
-
-def _sweep(path: Path, field: str, v: Any) -> dict:
-    if v is None:
-        return {}
-    if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, list) and x for k, x in v.items()):
-        raise _bad(path, field, f"got {v!r:.80}", "a mapping KEY: [value, ...] (each list non-empty)")
-    return v
-
-
-def check_experiment(d: Any, path: Path) -> dict:
-    """The experiment file's content checked field by field (one line naming file and field)."""
-    from certdp.settings import config_dir
-    command_names = sorted(p.stem for p in config_dir().glob("*.yaml") if p.stem != "base")
-    if not isinstance(d, dict):
-        raise _bad(path, "", f"got {type(d).__name__}, not a mapping", "the fields name, caption, plot, runs")
-    for key in ("name", "caption", "plot", "runs"):
-        if key not in d:
-            raise _bad(path, key, "missing (required in an experiment file)", "name, caption, plot and runs")
-        if key != "runs" and not isinstance(d[key], str):
-            raise _bad(path, key, f"got {d[key]!r:.60}", "a string")
-    if not isinstance(d["runs"], list) or not d["runs"]:
-        raise _bad(path, "runs", f"got {d['runs']!r:.60}", "a non-empty list of runs (each with id and command)")
-    for i, r in enumerate(d["runs"]):
-        if not isinstance(r, dict):
-            raise _bad(path, f"runs[{i}]", f"got {r!r:.60}", "a mapping with id, command, overrides, ...")
-        for key in ("id", "command"):
-            if key not in r or not isinstance(r[key], (str, int)) or isinstance(r[key], bool):
-                raise _bad(path, f"runs[{i}].{key}", f"got {r.get(key)!r:.60}", "a string (required)")
-        if r["command"] not in command_names:
-            raise _bad(path, f"runs[{i}].command", f"got {r['command']!r:.40}", ", ".join(command_names))
-        unknown = set(r) - {"id", "command", "overrides", "sweep", "expect", "profiles"}
-        if unknown:
-            raise _bad(path, f"runs[{i}].{sorted(unknown)[0]}", "unknown field",
-                       "id, command, overrides, sweep, expect, profiles")
-        _str_list(path, f"runs[{i}].overrides", r.get("overrides"))
-        _sweep(path, f"runs[{i}].sweep", r.get("sweep"))
-        _str_list(path, f"runs[{i}].expect", r.get("expect"))
-        profiles = r.get("profiles") or {}
-        if not isinstance(profiles, dict):
-            raise _bad(path, f"runs[{i}].profiles", f"got {profiles!r:.60}", f"a mapping of {', '.join(PROFILES)}")
-        for prof, v in profiles.items():
-            if prof not in PROFILES:
-                raise _bad(path, f"runs[{i}].profiles", f"unknown {prof!r}", ", ".join(PROFILES))
-            if v is None:
-                continue
-            if not isinstance(v, dict) or set(v) - {"overrides", "sweep"}:
-                raise _bad(path, f"runs[{i}].profiles.{prof}", f"got {v!r:.60}", "a mapping with overrides and sweep")
-            _str_list(path, f"runs[{i}].profiles.{prof}.overrides", v.get("overrides"))
-            _sweep(path, f"runs[{i}].profiles.{prof}.sweep", v.get("sweep"))
-    return d
-
-
 def load_experiment(path: Path) -> FigureSpec:
     path = Path(path)
+    from certdp.settings.figure_files import check_experiment
     from certdp.settings.files import read_yaml_document
     d = read_yaml_document(path, key=path.name, what="an experiment file (name, caption, plot, runs)") or {}
-    check_experiment(d, path)
+    check_experiment(d, path, profiles=PROFILES)
     return FigureSpec(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
                       plot=str(d["plot"]), label=str(d.get("label", "")), runs=list(d["runs"]),
                       notes=" ".join(str(d.get("notes", "")).split()), path=Path(path))
@@ -250,7 +188,7 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
     try:
         _parse_overrides(spec.argv[1:], multirun=False)
     except ConfigError as e:
-        raise ConfigError(f"{spec.figure}.yaml", f"runs[{spec.id}].overrides: {e}") from None
+        raise ConfigError(f"runs[{spec.id}].overrides", str(e)) from None
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
@@ -261,7 +199,7 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
         d = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as e:
         key, what = _hydra_error(e)
-        raise ConfigError(f"{spec.figure}.yaml", f"runs[{spec.id}]: {key}: {what}") from None
+        raise ConfigError(f"runs[{spec.id}].overrides", f"{key}: {what}") from None
     finally:
         GlobalHydra.instance().clear()
     key = hashlib.sha256(json.dumps({"command": spec.command, "config": d}, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -353,7 +291,7 @@ def execute(r: Resolved, out_root: Path, *, launcher: str = "basic", launcher_ar
     if children.signum is not None:
         return {**info, "returncode": None, "seconds": 0.0, "error": "not run (interrupted)"}
     try:
-        aside = set_aside_leftover(r.run_dir)
+        aside = results.set_aside_leftover(r.run_dir)
     except ValueError as e:
         echo(f"[figures] FAIL {r.spec.figure}:{r.spec.label()}: {e}")
         return {**info, "returncode": None, "seconds": 0.0, "error": str(e)}
@@ -365,21 +303,6 @@ def execute(r: Resolved, out_root: Path, *, launcher: str = "basic", launcher_ar
                 shutil.rmtree(aside, ignore_errors=True)
             elif not r.run_dir.exists():
                 os.rename(aside, r.run_dir)          # the rerun failed: the leftover as it was
-
-
-def set_aside_leftover(run_dir: Path) -> Path | None:
-    """A ``fig-<hash>`` folder that is not a finished run (left by a certdp before run folders
-    were staged) is renamed aside, to be deleted once the new run lands, so that the run (with
-    ``overwrite=true``, which replaces only a run folder) can take its place.  A leftover holding
-    folders (other than Hydra's ``.hydra``) is not certdp's: ValueError, nothing moved."""
-    from certdp import results
-    if not run_dir.is_dir() or results.run_kind(run_dir) is not None or not any(run_dir.iterdir()):
-        return None
-    if any(p.is_dir() and p.name != results.HYDRA_DIR for p in run_dir.iterdir()):
-        raise ValueError(f"{run_dir} holds folders and is not a certdp run; allowed: remove or rename it")
-    aside = run_dir.with_name(f"{run_dir.name}{results.REPLACED}{os.getpid()}-{results.unique_suffix()}")
-    os.rename(run_dir, aside)
-    return aside
 
 
 def _execute(r: Resolved, argv, stdout_path: Path, env: dict, info: dict, echo, children: Children) -> dict:
@@ -509,7 +432,10 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
     resolved: dict[str, list[Resolved]] = {}
     unique: dict[str, Resolved] = {}
     for n in names:
-        resolved[n] = [resolve(s, out_root) for s in exps[n].specs(profile)]
+        try:
+            resolved[n] = [resolve(s, out_root) for s in exps[n].specs(profile)]
+        except ConfigError as e:             # name the experiment file
+            raise ConfigError(f"{exps[n].path.name if exps[n].path else n}:{e.key}", e.message) from None
         for r in resolved[n]:
             unique.setdefault(r.key, r)
     todo = [r for r in unique.values() if not r.is_done()]

@@ -256,6 +256,21 @@ def commit_elsewhere(paths: RunPaths) -> Path:
     raise RunExists(paths.final, "and 100 alternative names are taken")
 
 
+def set_aside_leftover(run_dir: Path) -> Path | None:
+    """A folder of ``certdp figures`` (``fig-<hash>``, a name derived from the config) that is not
+    a finished run (left by a certdp before run folders were staged) is renamed aside, to be
+    deleted once the new run lands, so that the run (with ``overwrite=true``, which replaces only
+    a run folder) can take its place; returns the aside path (None: nothing to set aside).  A leftover holding
+    folders (other than Hydra's ``.hydra``) is not certdp's: ValueError, nothing moved."""
+    if not run_dir.is_dir() or run_kind(run_dir) is not None or not any(run_dir.iterdir()):
+        return None
+    if any(p.is_dir() and p.name != HYDRA_DIR for p in run_dir.iterdir()):
+        raise ValueError(f"{run_dir} holds folders and is not a certdp run; allowed: remove or rename it")
+    aside = run_dir.with_name(f"{run_dir.name}{REPLACED}{os.getpid()}-{unique_suffix()}")
+    os.rename(run_dir, aside)
+    return aside
+
+
 def discard(paths: RunPaths) -> None:
     """Delete a staging directory (a refused, failed or interrupted run leaves no results)."""
     shutil.rmtree(paths.staging, ignore_errors=True)

@@ -90,6 +90,33 @@ def stdout_warning(landed: list[Path]) -> None:
                "holds each run's whole log)", err=True)
 
 
+class GuardedStdout:
+    """Standard output for the duration of a command: a write or flush that fails (a closed pipe,
+    a full disk) is recorded (:func:`certdp.runs.stdout_failed`) instead of raised, so that no
+    writer -- ours, click's, Hydra's ``--cfg job`` -- ends in a traceback."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        if STDOUT["error"] is None:
+            try:
+                return self._stream.write(text)
+            except OSError as e:
+                stdout_failed(e)
+        return len(text)
+
+    def flush(self):
+        if STDOUT["error"] is None:
+            try:
+                self._stream.flush()
+            except OSError as e:
+                stdout_failed(e)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 class ConsoleHandler(logging.StreamHandler):
     """The console log on standard output; a failing stream is recorded (:func:`stdout_failed`)
     instead of logging's "--- Logging error ---" traceback on stderr."""

@@ -138,6 +138,8 @@ def test_commit_never_mixes_two_runs(tmp_path):
         p = results.RunPaths.from_output_dir(tmp_path / f"{name}{results.incomplete_suffix()}")
         p.staging.mkdir()
         (p.staging / "results.csv").write_text(text)
+        (p.staging / "config.yaml").write_text("command: agtr\n")        # what makes it a run folder
+        results.write_run_record(p.staging, command="agtr", version="test", inputs=[])
         return p
 
     a = staged("r", "a\n")

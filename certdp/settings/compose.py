@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from certdp.errors import ConfigError
-from certdp.settings import parse
+from certdp.settings import config_dir, parse
 
 MAX_SWEEP_JOBS = 10_000          # each job is composed and checked before the first runs
 MAX_CHECKED_TABLE_BYTES = 32 << 20   # a sweep's csv tables up to this size are read and checked in full
@@ -31,6 +31,107 @@ _HYDRA_ERRORS = (
 )
 
 
+# ------------------------------------------------------------------ the command line
+def _group_options(group: str) -> list[str] | None:
+    d = config_dir() / group
+    if not d.is_dir():
+        return None
+    return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def _group_allowed(group: str, opts: list[str]) -> str:
+    """The options of a config group, or for a folder of groups (``preset``) its subgroups."""
+    if opts:
+        return ", ".join(opts)
+    subs = sorted(p.name for p in (config_dir() / group).iterdir() if p.is_dir())
+    return "; ".join(f"+{group}/{s}=" + "|".join(_group_options(f"{group}/{s}") or ["..."]) for s in subs) or "none"
+
+
+def validate_overrides(args: list[str]) -> None:
+    """Unknown config-group options (``dataset=nope``, ``+preset=nope``) as a :class:`ConfigError`
+    naming the options, before Hydra prints its own several lines."""
+    for a in args:
+        if a.startswith("-") or "=" not in a:
+            continue
+        key, val = a.split("=", 1)
+        key = key.lstrip("+~")
+        if "." in key:
+            continue
+        opts = _group_options(key)
+        if opts is None:
+            continue
+        vals = val.strip()
+        if vals.startswith(("choice(", "range(", "glob(", "interval(")):
+            continue
+        for v in vals.split(","):
+            v = v.strip()
+            if v and v not in opts and v != "null":
+                _refuse(f"{key}={v}: unknown {key}; allowed: {_group_allowed(key, opts)}")
+
+
+# Hydra's flags that certdp passes on: flag -> values it takes (None: an optional topic)
+HYDRA_FLAGS = {"-m": 0, "--multirun": 0, "--cfg": 1, "-c": 1, "--package": 1, "-p": 1, "--resolve": 0,
+               "--info": None, "-i": None, "--config-dir": 1, "-cd": 1}
+CFG_PARTS = ("job", "hydra", "all")
+INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+FLAGS_ALLOWED = ("-m/--multirun, --cfg job|hydra|all, --package PKG, --resolve, --info [TOPIC], --config-dir DIR, "
+                 "--help")
+
+
+def _refuse(message: str) -> None:
+    key, _, rest = message.partition(": ")
+    raise ConfigError(key, rest)
+
+
+def split_command_line(command: str, args: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra flags, overrides) of a command line, flags first wherever they stood
+    (``certdp agtr a=1 -m b=1,2`` is ``-m a=1 b=1,2``); an unknown flag, a missing or unknown
+    flag value, or a ``--config-dir`` that is not a folder is refused in one line."""
+    flags, overrides, i = [], [], 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if not a.startswith("-"):
+            overrides.append(a)
+            continue
+        name, eq, val = a.partition("=")
+        if name not in HYDRA_FLAGS:
+            _refuse(f"{name}: unknown option of certdp {command}; allowed: {FLAGS_ALLOWED}")
+        takes = HYDRA_FLAGS[name]
+        if takes == 0:
+            if eq:
+                _refuse(f"{name}: takes no value (got {a!r}); allowed: {FLAGS_ALLOWED}")
+            flags.append(name)
+            continue
+        if takes is None:           # an optional topic: the next word unless it is an override or a flag
+            if not eq and i < len(args) and not args[i].startswith("-") and "=" not in args[i]:
+                val, eq, i = args[i], "=", i + 1
+            if eq and val not in INFO_TOPICS:
+                _refuse(f"{name}: unknown topic {val!r}; allowed: {', '.join(INFO_TOPICS)}")
+            flags += [name] + ([val] if eq else [])
+            continue
+        if not eq:
+            if i >= len(args) or args[i].startswith("-"):
+                _refuse(f"{name}: needs a value; allowed: {FLAGS_ALLOWED}")
+            val, i = args[i], i + 1
+        if name in ("--cfg", "-c") and val not in CFG_PARTS:
+            _refuse(f"{name}: unknown part {val!r}; allowed: {', '.join(CFG_PARTS)}")
+        if name in ("--config-dir", "-cd") and not Path(val).expanduser().is_dir():
+            _refuse(f"{name}: {val} is not a folder; allowed: an existing folder of extra config files")
+        flags += [name, val]
+    modes = sorted({"-m" if f in ("-m", "--multirun") else "--cfg" if f in ("--cfg", "-c") else "--info"
+                    for f in flags if f in ("-m", "--multirun", "--cfg", "-c", "--info", "-i")})
+    if len(modes) > 1:
+        _refuse(f"{modes[1]}: cannot be combined with {modes[0]}; allowed: one of -m (run a sweep), --cfg (print the "
+             "config), --info (print Hydra's information)")
+    printing = [f for f in flags if f in ("--package", "-p", "--resolve")]
+    if printing and not any(m in modes for m in ("--cfg", "--info")):
+        _refuse(f"{printing[0]}: only with --cfg or --info (it changes what they print); allowed: --cfg job "
+             f"{printing[0]}{' PKG' if printing[0] != '--resolve' else ''}")
+    return flags, overrides
+
+
+# ------------------------------------------------------------------ composing every job
 def _hydra_error(e: Exception) -> tuple[str, str]:
     """(key, problem) for Hydra's or OmegaConf's composition error ``e``."""
     import re
