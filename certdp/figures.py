@@ -131,11 +131,9 @@ def _fmt(v) -> str:
 
 
 def load_experiment(path: Path) -> FigureSpec:
+    from certdp.settings.figure_files import read_experiment
     path = Path(path)
-    from certdp.settings.figure_files import check_experiment
-    from certdp.settings.files import read_yaml_document
-    d = read_yaml_document(path, key=path.name, what="an experiment file (name, caption, plot, runs)") or {}
-    check_experiment(d, path, profiles=PROFILES)
+    d = read_experiment(path, profiles=PROFILES)
     return FigureSpec(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
                       plot=str(d["plot"]), label=str(d.get("label", "")), runs=list(d["runs"]),
                       notes=" ".join(str(d.get("notes", "")).split()), path=Path(path))

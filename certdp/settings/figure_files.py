@@ -72,3 +72,11 @@ def check_experiment(d: Any, path: Path, *, profiles: tuple[str, ...]) -> dict:
             _str_list(path, f"runs[{i}].profiles.{prof}.overrides", v.get("overrides"))
             _sweep(path, f"runs[{i}].profiles.{prof}.sweep", v.get("sweep"))
     return d
+
+
+def read_experiment(path: Path, *, profiles: tuple[str, ...]) -> dict:
+    """An experiment file read safely (:func:`certdp.settings.files.read_yaml_document`; its
+    aliases may not expand beyond a million nodes) and checked (:func:`check_experiment`)."""
+    from certdp.settings.files import read_yaml_document
+    d = read_yaml_document(path, key=path.name, what="an experiment file (name, caption, plot, runs)", aliases=True)
+    return check_experiment(d, path, profiles=profiles)

@@ -7,8 +7,9 @@ file, what would crash or stall a parser before the parser sees it.
 * binary or non-UTF-8 bytes (a NUL byte, an invalid sequence);
 * nesting deeper than :data:`MAX_DEPTH` (recursive parsers raise ``RecursionError`` at ~1,000
   levels; certdp's own documents nest 5 deep);
-* YAML aliases (``*name``): certdp never writes them, and a few lines of nested aliases expand to
-  billions of nodes ("billion laughs"); YAML tags other than the safe ones (``safe_load``).
+* YAML aliases (``*name``) in files certdp writes (it never writes them), and in hand-written
+  files (experiment files) aliases that expand beyond a million nodes: a few lines of nested
+  aliases expand to billions ("billion laughs"); YAML tags other than the safe ones.
 
 The value returned is plain data (dicts, lists, strings, numbers); its schema is checked by the
 caller (:mod:`certdp.settings.record`, :mod:`certdp.certify.released`).
@@ -26,6 +27,7 @@ from certdp.errors import ConfigError
 MAX_DEPTH = 64
 MAX_YAML_BYTES = 4 << 20         # a resolved config is a few KiB
 MAX_JSON_BYTES = 512 << 20       # released.json holds every released parameter vector
+MAX_EXPANDED_NODES = 1_000_000   # a hand-written YAML file's nodes with its aliases expanded
 
 _JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
@@ -74,8 +76,27 @@ def _text(data: bytes, p: Path, key: str, what: str) -> str:
                                f"allowed: {what}") from None
 
 
-def read_yaml_document(path: str | Path, *, key: str, what: str, limit: int = MAX_YAML_BYTES) -> Any:
-    """A YAML file as plain data, refusing aliases and deep nesting before building anything."""
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes of a composed YAML graph once every alias is expanded (shared nodes counted per use)."""
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    import yaml
+    if isinstance(node, yaml.MappingNode):
+        n = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        n = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    else:
+        n = 1
+    memo[id(node)] = n
+    return n
+
+
+def read_yaml_document(path: str | Path, *, key: str, what: str, limit: int = MAX_YAML_BYTES,
+                       aliases: bool = False) -> Any:
+    """A YAML file as plain data, refusing deep nesting before building anything, and aliases
+    (``aliases=False``: files certdp writes have none) or, for hand-written files
+    (``aliases=True``), aliases whose expansion exceeds :data:`MAX_EXPANDED_NODES` nodes."""
     import yaml
     p = Path(path)
     text = _text(read_document_bytes(p, key=key, limit=limit, what=what), p, key, what)
@@ -83,7 +104,7 @@ def read_yaml_document(path: str | Path, *, key: str, what: str, limit: int = MA
     try:
         # the event stream is produced without recursion and without expanding aliases
         for ev in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(ev, yaml.AliasEvent):
+            if isinstance(ev, yaml.AliasEvent) and not aliases:
                 raise ConfigError(key, f"{shown(p)} holds a YAML alias (*{ev.anchor}); certdp writes none, and "
                                        f"nested aliases expand without bound; allowed: {what}")
             if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
@@ -92,6 +113,11 @@ def read_yaml_document(path: str | Path, *, key: str, what: str, limit: int = MA
                     raise ConfigError(key, f"{shown(p)} nests deeper than {MAX_DEPTH} levels; allowed: {what}")
             elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
+        if aliases:
+            size = _expanded_size(yaml.compose(text, Loader=yaml.SafeLoader), {})
+            if size > MAX_EXPANDED_NODES:
+                raise ConfigError(key, f"{shown(p)} expands to {size:,} nodes through its YAML aliases; allowed: "
+                                       f"{what} of at most {MAX_EXPANDED_NODES:,} nodes")
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         first = " ".join(str(e).split())[:160]
