@@ -356,7 +356,7 @@ def figures_cmd(ctx: typer.Context,
                 fail(f"figures: unknown setting '{k}'; allowed: {', '.join(opts)}, hydra.launcher.*")
             opts[k] = v
         elif a.startswith("-"):
-            fail(f"figures: unknown option '{a}'")
+            fail(f"figures: unknown option '{a}'; allowed: --list, --plot-only, figure names and key=value settings")
         else:
             names.append(a)
     from certdp.data.params import choice, integer

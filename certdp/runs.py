@@ -390,7 +390,8 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             raise
         except (ConfigError, DataUnavailable) as e:
             results.discard(paths)
-            fail(str(e))
+            fail(data_refusal(e) if isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
+                 else str(e))
         except OSError as e:
             if landed is None:
                 results.discard(paths)
@@ -404,6 +405,16 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             what = f"({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)")
             interrupted(e, f"this run was not written {what}; the {len(LANDED)} runs before it are complete"
                         if LANDED else f"nothing was written {what}")
+
+
+def data_refusal(e: Exception) -> str:
+    """The one line of a dataset that cannot be had (missing, or failing its checksum): the
+    loaders' message names the remedies; the allowed part says what would be accepted."""
+    msg = str(e) if str(e).startswith("dataset: ") else f"dataset: {e}"
+    if "; allowed" not in msg:
+        msg += ("; allowed: the dataset's file present and intact (dataset.path=FILE, $CERTDP_DATA_DIR, or a "
+                "download when not offline)")
+    return msg
 
 
 def check_frames(frames: dict) -> None:

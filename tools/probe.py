@@ -1041,7 +1041,7 @@ def judge(p: Probe, rc, so, se, timed_out, out: Path, argv: list, seconds: float
                 got = "wrong-refusal"
             elif not key_matches(named, p.keys):
                 got, note = "wrong-key", f"named {named or 'no key'}, expected {'|'.join(p.keys)}"
-            elif not re.search(r"; allowed: \S", first):
+            elif not re.search(r"; allowed\b[^:;]*: \S", first):
                 got, note = "no-allowed-part", "the refusal does not say what is allowed"
             elif csvs:
                 got, note = "unclean-refusal", f"left {len(csvs)} CSV(s): {csvs[0].name}"

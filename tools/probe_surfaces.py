@@ -483,7 +483,7 @@ def _refusal(rc, se, keys=()) -> tuple[str, str] | None:
         return "unclean-refusal", f"exit {rc}, {len(lines)} stderr line(s)"
     if keys and not P.key_matches(P.ERRLINE.match(lines[0]).group(1), keys):
         return "wrong-key", f"named {P.ERRLINE.match(lines[0]).group(1)}"
-    if not re.search(r"; allowed: \S", lines[0]):
+    if not re.search(r"; allowed\b[^:;]*: \S", lines[0]):
         return "no-allowed-part", ""
     return None
 
