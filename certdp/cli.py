@@ -15,10 +15,10 @@ import typer
 
 from certdp import results
 from certdp.errors import ConfigError
-from certdp.runs import (STAGED, console_log, execute, fail, handle_signals, ignore_signals, interrupted,
-                         io_error_message)
+from certdp.runs import (LANDED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
+                         ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
 from certdp.settings import config_dir
-from certdp.settings.compose import compose_and_parse
+from certdp.settings.compose import _group_options, compose_and_parse, split_command_line, validate_overrides
 
 log = logging.getLogger("certdp")
 results.register_resolvers()      # ${certdp.uid:} and ${certdp.incomplete:} of configs/base.yaml
@@ -64,34 +64,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 CTX = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help", "-h"]}
 
 
-def _group_options(group: str) -> list[str] | None:
-    d = config_dir() / group
-    if not d.is_dir():
-        return None
-    return sorted(p.stem for p in d.glob("*.yaml"))
-
-
-def validate_overrides(args: list[str]) -> None:
-    """One-line errors for unknown config-group options, before Hydra prints its own."""
-    for a in args:
-        if a.startswith("-") or "=" not in a:
-            continue
-        key, val = a.split("=", 1)
-        key = key.lstrip("+~")
-        if "." in key or "/" in key:
-            continue
-        opts = _group_options(key)
-        if opts is None:
-            continue
-        vals = val.strip()
-        if vals.startswith(("choice(", "range(", "glob(")):
-            continue
-        for v in vals.split(","):
-            v = v.strip()
-            if v and v not in opts and v != "null":
-                fail(f"{key}={v}: unknown {key}; allowed: {', '.join(opts)}")
-
-
 def _stage_override(arg: str) -> str:
     """A user's ``hydra.run.dir=D`` / ``hydra.sweep.subdir=S`` keeps the staging suffix."""
     key, _, val = arg.partition("=")
@@ -104,13 +76,19 @@ def _stage_override(arg: str) -> str:
 
 def dispatch(command: str, args: list[str], *, config_path: str | None = None, config_name: str | None = None) -> None:
     """Run ``command`` through ``hydra.main`` with ``args`` as Hydra's command line (the
-    primary config ``configs/<command>.yaml`` unless ``config_path``/``config_name`` say otherwise)."""
+    primary config ``configs/<command>.yaml`` unless ``config_path``/``config_name`` say
+    otherwise).  Every job of the command line is composed and checked first
+    (:func:`certdp.settings.compose.compose_and_parse`); a command line that only prints
+    (``--cfg``, ``--info``) goes to Hydra as it is."""
     import hydra
 
-    validate_overrides(args)
     cdir = config_path or str(config_dir())
     try:
-        compose_and_parse(command, args, config_path=cdir, config_name=config_name or command)
+        flags, overrides = split_command_line(command, args)
+        validate_overrides(overrides)
+        if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
+            compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+                              config_path=cdir, config_name=config_name or command)
     except ConfigError as e:
         fail(str(e))
 
@@ -120,7 +98,8 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         execute(command, COMMANDS[command][0], cfg, Path(HydraConfig.get().runtime.output_dir))
 
     old = sys.argv
-    sys.argv = ["certdp"] + [_stage_override(a) for a in args]
+    sys.argv = ["certdp"] + flags + [_stage_override(a) for a in overrides]
+    LANDED.clear()
     try:
         with handle_signals(), console_log():
             try:
@@ -129,7 +108,12 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
                 ignore_signals()
                 if STAGED["paths"] is not None:
                     results.discard(STAGED["paths"])
-                interrupted(e, "no run was completed")
+                interrupted(e, f"the {len(LANDED)} runs before it are complete" if LANDED else "no run was completed")
+            except SystemExit as e:
+                if e.code in (0, 1, None):   # the runs landed (1: a finding such as an audit violation)
+                    stdout_warning(LANDED)
+                raise
+        stdout_warning(LANDED)
     finally:
         STAGED["paths"] = None
         sys.argv = old
@@ -166,47 +150,46 @@ def _out_root_of(run_dir: Path, command: str, dataset: str) -> Path | None:
 def rerun(run_dir: str, args: list[str]) -> None:
     """Repeat a run from its ``config.yaml`` (the resolved config) in a new run folder.
 
-    The config is replayed as Hydra's primary config on top of ``configs/base.yaml`` (folders,
-    logging), without the keys that only say where the old run was written (``run``,
-    ``out_root``, ``overwrite``): the new run gets a fresh name under the same out_root (the
-    folder holding ``<command>/<dataset>/`` above ``run_dir``) unless ``out_root=``/``run=`` say
-    otherwise.  Same config and seed, so the same CSVs."""
+    The run's record is checked first (:func:`certdp.settings.record.load_run_record`: a
+    finished run, ``config.yaml`` unedited since the run, complete, of this layout); an input
+    file that changed since the run is reported on stderr.  The config is then replayed as
+    Hydra's primary config on top of ``configs/base.yaml`` (folders, logging), without the keys
+    that only say where the old run was written (``run``, ``out_root``, ``overwrite``): the new
+    run gets a fresh name under the same out_root (the folder holding ``<command>/<dataset>/``
+    above ``run_dir``) unless ``out_root=``/``run=`` say otherwise.  Same config and seed, so
+    the same CSVs."""
     import tempfile
 
-    import yaml
-    src = Path(run_dir).expanduser()
-    cfg_path = src / "config.yaml"
-    if not cfg_path.is_file():
-        fail(f"rerun: {src} has no config.yaml; give the folder of a finished run, e.g. outputs/agtr/linear/<run>")
-    try:
-        d = yaml.safe_load(cfg_path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        fail(f"rerun: cannot read {cfg_path} ({str(e).splitlines()[0]}); give the folder of a finished run")
-    command = d.get("command") if isinstance(d, dict) else None
-    if command not in COMMANDS:
-        fail(f"rerun: {cfg_path} names no certdp command (command: {command!r}); allowed: {', '.join(COMMANDS)}")
+    from certdp.settings.record import load_run_record
     for a in args:
         key = a.split("=", 1)[0]
         if "=" not in a or key not in RERUN_SETTINGS:
             fail(f"rerun: '{a}' cannot be set; a rerun repeats the recorded config; allowed: "
                  + ", ".join(f"{k}=..." for k in RERUN_SETTINGS))
-    ds = d.get("dataset")
-    dataset = str(ds.get("name", "none")) if isinstance(ds, dict) else "none"
-    out_root = _out_root_of(src.absolute(), command, dataset) or Path(str(d.get("out_root", "outputs")))
+    try:
+        rec = load_run_record(run_dir, commands=tuple(COMMANDS))
+    except ConfigError as e:
+        fail(str(e))
+    from certdp import __version__
+    for w in rec.warnings:
+        typer.echo(f"certdp: warning: {w}", err=True)
+    if rec.version != __version__:
+        typer.echo(f"certdp: warning: the run was made by certdp {rec.version}, this is {__version__}", err=True)
+    d = dict(rec.config)
+    out_root = _out_root_of(rec.run_dir.absolute(), rec.command, str(d["dataset"].get("name"))) or Path(str(d["out_root"]))
     for k in RERUN_DROPPED:
         d.pop(k, None)
     primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d,
                "out_root": str(out_root)}
-    typer.echo(f"certdp rerun: {command} from {cfg_path}")
+    say(f"certdp rerun: {rec.command} from {rec.run_dir / results.CONFIG_FILE}")
     from omegaconf import OmegaConf
     try:
         tmp_ctx = tempfile.TemporaryDirectory(prefix="certdp-rerun-")
-        tmp = tmp_ctx.name
-        (Path(tmp) / "rerun.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
+        (Path(tmp_ctx.name) / "rerun.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
     except OSError as e:
-        fail(f"rerun: cannot write a temporary config ({e.strerror or e}); set TMPDIR to a writable folder")
+        fail(f"TMPDIR: cannot write a temporary config ({e.strerror or e}); allowed: a writable TMPDIR")
     with tmp_ctx:
-        dispatch(command, list(args), config_path=tmp, config_name="rerun")
+        dispatch(rec.command, list(args), config_path=tmp_ctx.name, config_name="rerun")
 
 
 @app.command("rerun", context_settings=CTX)
@@ -214,7 +197,9 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
                                                                  help="A finished run's folder (it holds config.yaml).")):
     """Repeat a finished run from its config.yaml in a NEW run folder beside it (same
     out_root, a fresh timestamped name): same config and seed, so byte-identical CSVs.  Only
-    out_root=DIR, run=NAME, overwrite=true and progress=false may be given.
+    out_root=DIR, run=NAME, overwrite=true and progress=false may be given.  Refused: a
+    config.yaml edited since the run (run.json holds its SHA-256); warned: an input file
+    (dataset.path, queries) that changed since the run.
 
     Examples:
 
@@ -225,29 +210,37 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
     rerun(run_dir, list(ctx.args))
 
 
+PREDICT_USAGE = "SOURCE --input TABLE [--output FILE [--overwrite]] [--mechanism NAME] [--epsilon EPS]"
+
+
 @app.command("predict", context_settings=CTX)
-def predict_cmd(ctx: typer.Context, run_dir: str = typer.Argument(None, metavar="RUN_DIR", help="A finished certdp ags run (it holds released.json)."),
+def predict_cmd(ctx: typer.Context,
+                run_dir: str = typer.Argument(None, metavar="SOURCE", help="A finished certdp ags run's folder, or its "
+                                              "released.json (publish/released.json)."),
                 input: str = typer.Option(None, "--input", help="A table (.csv, .tsv, .parquet) with the run's feature columns."),
                 output: str = typer.Option(None, "--output", help="Write the predictions here (csv); default: stdout."),
+                overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier predictions file at --output."),
                 mechanism: str = typer.Option(None, "--mechanism", help="Only this release (e.g. cauchy_p)."),
                 epsilon: str = typer.Option(None, "--epsilon", help="Only the release at this epsilon.")):
     """Apply the models an AGS run released (released.json: one seeded draw per release and
     epsilon, with its public-only preprocessing) to the raw rows of a table: predicted labels
-    per release, and the accuracy when the table holds the run's target column.
+    per release, and the accuracy when the table holds the run's target column (labels compared
+    as the run coded them).  SOURCE is the run folder (its publish/released.json, or the
+    released.json of a run made before) or a released.json file.  --output never replaces the
+    input, a folder, a FIFO or a device, and an existing file only with --overwrite.
 
     Examples:
 
       certdp predict outputs/ags/csv/2026-01-31_12-00-00_3fa9 --input new_rows.csv
 
-      certdp predict outputs/ags/csv/2026-01-31_12-00-00_3fa9 --input test.csv --mechanism cauchy_p --epsilon 1
+      certdp predict released.json --input test.csv --mechanism cauchy_p --epsilon 1 --output p.csv
     """
     import math
-    from certdp.certify.released import load_released, predict, read_table
+    from certdp.certify.released import PREDICTION_COLUMNS, load_released, predict, read_input, released_path
     if ctx.args:
-        fail(f"{ctx.args[0]}: unexpected argument; allowed: RUN_DIR --input TABLE [--output FILE] [--mechanism NAME] "
-             f"[--epsilon EPS]")
+        fail(f"{ctx.args[0]}: unexpected argument; allowed: {PREDICT_USAGE}")
     if run_dir is None:
-        fail("RUN_DIR: missing; allowed: the folder of a finished certdp ags run, e.g. certdp predict RUN_DIR --input t.csv")
+        fail(f"RUN_DIR: missing; allowed: {PREDICT_USAGE} (SOURCE: a certdp ags run folder or its released.json)")
     if input is None:
         fail("--input: missing; allowed: --input TABLE (a .csv, .tsv or .parquet with the run's feature columns)")
     if epsilon is not None:
@@ -256,26 +249,38 @@ def predict_cmd(ctx: typer.Context, run_dir: str = typer.Argument(None, metavar=
         except ValueError:
             epsilon = math.nan
         if not (math.isfinite(epsilon) and epsilon > 0):
-            fail(f"--epsilon: not a finite number > 0; allowed: one of the run's epsilons")
+            fail("--epsilon: not a finite number > 0; allowed: one of the run's epsilons")
     try:
-        table = read_table(input)
-        doc = load_released(run_dir)
-        preds, summary = predict(doc, table, mechanism=mechanism, epsilon=epsilon)
+        source = released_path(run_dir)
+        out = None
+        if output is not None:
+            try:
+                out = results.check_output_path(output, protect=(input, source), overwrite=overwrite,
+                                                header=",".join(PREDICTION_COLUMNS))
+            except results.OutputRefused as e:
+                fail(f"--output: {e}")
+        header, data = read_input(input)
+        rel = load_released(source)
+        preds, summary = predict(rel, header, data, mechanism=mechanism, epsilon=epsilon, where=Path(input).name)
     except ConfigError as e:
         fail(str(e))
-    if not doc.get("dp_end_to_end", False):
-        typer.echo("certdp: warning: this run's release is not DP end to end (dp_end_to_end: false in "
-                   "released.json: a labelled non-private shortcut shaped it)", err=True)
-    for r in summary.itertuples():
-        acc = f", accuracy {r.accuracy:.4f}" if "accuracy" in summary.columns else ""
-        typer.echo(f"certdp predict: {r.mechanism} eps={r.epsilon:g}: {r.n_rows} rows{acc}", err=True)
-    if output:
+    if not rel.dp_end_to_end:
+        typer.echo("certdp: warning: this release is not DP end to end (dp_end_to_end: false in released.json: a "
+                   "labelled non-private shortcut shaped it)", err=True)
+    if rel.publishable is False:
+        typer.echo(f"certdp: warning: released.json is marked not publishable ({rel.note[:160]})", err=True)
+    if out is not None:
         try:
-            results.write_csv(Path(output).expanduser(), preds)
+            results.write_csv(out, preds)
         except OSError as e:
             fail(io_error_message(e))
-    else:
-        typer.echo(preds.to_csv(index=False), nl=False)
+    elif not say(preds.to_csv(index=False).rstrip("\n")):
+        fail(f"stdout: the predictions could not be written ({stdout_problem()}); nothing else was written; allowed: "
+             "a standard output that takes every row, or --output FILE", code=1)
+    for r in summary.itertuples():
+        acc = f", accuracy {r.accuracy:.4f}" if "accuracy" in summary.columns else ""
+        typer.echo(f"certdp predict: {r.mechanism} eps={r.epsilon:g}: {r.n_rows} rows{acc}"
+                   + (f" -> {out}" if out is not None else ""), err=True)
 
 
 @app.command("list")
@@ -289,7 +294,7 @@ def list_cmd():
     from certdp.privacy.accounting import ACCOUNTANTS
     import yaml
 
-    typer.echo("datasets:")
+    say("datasets:")
     for name, e in entries().items():
         cfg_path = config_dir() / "dataset" / f"{name}.yaml"
         dcfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
@@ -308,19 +313,19 @@ def list_cmd():
                                  else f"missing: set $CERTDP_DATA_DIR or dataset.path, or {f.describe()}" if route == "hf"
                                  else f"missing: set $CERTDP_DATA_DIR or dataset.path")
             where = "; ".join(dict.fromkeys(parts))
-        typer.echo(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
+        say(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
                    f"  {'':<12} from: {where}")
-    typer.echo("models: " + ", ".join(_group_options("model") or []))
-    typer.echo("certificates: " + ", ".join(sorted(CERTIFICATES)))
+    say("models: " + ", ".join(_group_options("model") or []))
+    say("certificates: " + ", ".join(sorted(CERTIFICATES)))
     for query, used_by in (("prediction", "agtr, certify, audit, pate"), ("parameter", "ags, hybrid head")):
-        typer.echo(f"releases of a {query} (privacy.releases of {used_by}):")
+        say(f"releases of a {query} (privacy.releases of {used_by}):")
         for name in mechanisms.names(query):
             cls = mechanisms.REGISTRY[name]
-            typer.echo(f"  {name:<16} {cls.kind}, {cls.regime} DP: {cls.help()}")
-    typer.echo("accountants (ags.composition):")
+            say(f"  {name:<16} {cls.kind}, {cls.regime} DP: {cls.help()}")
+    say("accountants (ags.composition):")
     for name, cls in ACCOUNTANTS.items():
-        typer.echo(f"  {name:<16} {' '.join((cls.__doc__ or '').split())}")
-    typer.echo("commands: " + ", ".join(COMMANDS))
+        say(f"  {name:<16} {' '.join((cls.__doc__ or '').split())}")
+    say("commands: " + ", ".join(COMMANDS))
 
 
 @app.command("figures", context_settings=CTX)
@@ -351,7 +356,7 @@ def figures_cmd(ctx: typer.Context,
                 fail(f"figures: unknown setting '{k}'; allowed: {', '.join(opts)}, hydra.launcher.*")
             opts[k] = v
         elif a.startswith("-"):
-            fail(f"figures: unknown option '{a}'")
+            fail(f"figures: unknown option '{a}'; allowed: --list, --plot-only, figure names and key=value settings")
         else:
             names.append(a)
     from certdp.data.params import choice, integer
@@ -359,13 +364,13 @@ def figures_cmd(ctx: typer.Context,
         profile = choice(opts["profile"], "profile", allowed=F.PROFILES)
         jobs = integer(int(opts["jobs"]) if opts["jobs"].lstrip("-").isdigit() else opts["jobs"], "jobs", lo=1)
         if list_:
-            F.list_figures(profile, echo=typer.echo)
+            F.list_figures(profile, echo=say)
             return
         with handle_signals():
             try:
                 entries = F.figures(names, profile=profile, out_root=opts["out_root"], jobs=jobs,
                                     launcher=opts["launcher"], launcher_args=tuple(launcher_args),
-                                    plot_only=plot_only, echo=typer.echo)
+                                    plot_only=plot_only, echo=say)
             except KeyboardInterrupt as e:
                 ignore_signals()
                 interrupted(e, "finished runs are kept; run the same command again to resume")
@@ -377,11 +382,66 @@ def figures_cmd(ctx: typer.Context,
         raise SystemExit(1)
 
 
+def usage_line(e) -> str:
+    """One line for a usage error of the command line (click's are several lines)."""
+    import re
+    msg = " ".join(str(e.format_message()).split())
+    ctx = getattr(e, "ctx", None)
+    sub = ctx.info_name if ctx is not None and ctx.parent is not None else None
+    where = f"certdp {sub}" if sub else "certdp"
+    m = re.search(r"No such command '([^']+)'", msg)
+    if m:
+        names = list(COMMANDS) + ["rerun", "predict", "list", "figures"]
+        return f"{m.group(1)}: no such command; allowed: {', '.join(names)}"
+    m = re.search(r"No such option: (\S+)", msg)
+    if m:
+        return f"{m.group(1).rstrip('.')}: no such option of {where}; allowed: the options `{where} --help` lists"
+    m = re.search(r"unexpected extra argument(?:s|\(s\))? \(([^)]*)\)", msg)
+    if m:
+        return f"{m.group(1).split()[0]}: unexpected argument of {where}; allowed: the arguments `{where} --help` lists"
+    return f"usage: {msg[:200]}; allowed: the usage `{where} --help` shows"
+
+
 def main() -> None:
+    """The console entry point: every failure one line on stderr with its exit code (2 refusal,
+    1 a failed output stream or a finding, 128 + signum a signal), whatever happens to the
+    output streams and whenever a signal comes."""
     try:
-        app()
-    except ConfigError as e:
-        fail(str(e))
+        from typer._click import exceptions as cx        # the click that typer runs (typer >= 0.2x vendors it)
+    except ImportError:                                   # pragma: no cover - an older typer uses click itself
+        from click import exceptions as cx
+    STDOUT.update(error=None, reported=False)       # a fresh command (main may run several times in one process)
+    old = sys.stdout
+    sys.stdout = GuardedStdout(old)
+    try:
+        with handle_signals():
+            try:
+                rv = app(standalone_mode=False, prog_name="certdp")
+                code = rv if isinstance(rv, int) else 0
+            except cx.NoArgsIsHelpError as e:
+                e.show()
+                code = 2
+            except cx.UsageError as e:
+                fail(usage_line(e), code=2)
+            except cx.ClickException as e:
+                fail(f"usage: {' '.join(e.format_message().split())[:200]}; allowed: see certdp --help", code=e.exit_code)
+            except typer.Abort:
+                code = 1
+            except KeyboardInterrupt as e:
+                ignore_signals()
+                interrupted(e, "nothing was written")
+            except ConfigError as e:
+                fail(str(e))
+            if code == 130 and last_signal() is not None:     # typer turned an interrupt into exit 130
+                ignore_signals()
+                interrupted(KeyboardInterrupt(), "nothing was written")
+            sys.stdout.flush()
+            if STDOUT["error"] is not None and not STDOUT["reported"] and code == 0:
+                fail(f"stdout: the output could not be written ({stdout_problem()}); allowed: a standard output "
+                     "that takes the whole output", code=1)
+    finally:
+        sys.stdout = old
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,7 +67,7 @@ log = logging.getLogger("certdp")
 
 PROFILES = ("quick", "paper")
 LAUNCHERS = ("basic", "joblib", "submitit_local", "submitit_slurm")
-EXCLUDED_KEYS = ("run", "out_root", "overwrite", "progress")
+EXCLUDED_KEYS = ("run", "out_root", "overwrite", "progress", "config_format")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -130,20 +131,9 @@ def _fmt(v) -> str:
 
 
 def load_experiment(path: Path) -> FigureSpec:
-    try:
-        d = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(Path(path).name, f"not valid YAML ({str(e).splitlines()[0]}); quote overrides with brackets: '[...]'")
-    for key in ("name", "caption", "plot", "runs"):
-        if key not in d:
-            raise ConfigError(f"{path.name}: {key}", "is required in an experiment file")
-    for r in d["runs"]:
-        for key in ("id", "command"):
-            if key not in r:
-                raise ConfigError(f"{path.name}: runs[].{key}", "is required")
-        bad = set(r.get("profiles") or {}) - set(PROFILES)
-        if bad:
-            raise ConfigError(f"{path.name}: runs[{r['id']}].profiles", f"unknown {sorted(bad)}; allowed: {', '.join(PROFILES)}")
+    from certdp.settings.figure_files import read_experiment
+    path = Path(path)
+    d = read_experiment(path, profiles=PROFILES)
     return FigureSpec(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
                       plot=str(d["plot"]), label=str(d.get("label", "")), runs=list(d["runs"]),
                       notes=" ".join(str(d.get("notes", "")).split()), path=Path(path))
@@ -189,13 +179,27 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
     from certdp import results
     from certdp.settings import config_dir
     results.register_resolvers()             # configs/base.yaml names runs with them
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from certdp.settings.compose import _hydra_error, _parse_overrides
+    try:
+        _parse_overrides(spec.argv[1:], multirun=False)
+    except ConfigError as e:
+        raise ConfigError(f"runs[{spec.id}].overrides", str(e)) from None
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-        cfg = compose(config_name=spec.command, overrides=spec.argv[1:])
-    OmegaConf.set_struct(cfg, False)
-    for k in EXCLUDED_KEYS:
-        cfg.pop(k, None)
-    d = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            cfg = compose(config_name=spec.command, overrides=spec.argv[1:])
+        OmegaConf.set_struct(cfg, False)
+        for k in EXCLUDED_KEYS:
+            cfg.pop(k, None)
+        d = OmegaConf.to_container(cfg, resolve=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        key, what = _hydra_error(e)
+        raise ConfigError(f"runs[{spec.id}].overrides", f"{key}: {what}") from None
+    finally:
+        GlobalHydra.instance().clear()
     key = hashlib.sha256(json.dumps({"command": spec.command, "config": d}, sort_keys=True, default=str).encode()).hexdigest()[:12]
     dataset = str((d.get("dataset") or {}).get("name", "none"))
     return Resolved(spec, key, Path(out_root) / spec.command / dataset / f"fig-{key}", d)
@@ -284,6 +288,23 @@ def execute(r: Resolved, out_root: Path, *, launcher: str = "basic", launcher_ar
             "figure": r.spec.figure, "id": r.spec.id, "params": dict(r.spec.params)}
     if children.signum is not None:
         return {**info, "returncode": None, "seconds": 0.0, "error": "not run (interrupted)"}
+    try:
+        aside = results.set_aside_leftover(r.run_dir)
+    except ValueError as e:
+        echo(f"[figures] FAIL {r.spec.figure}:{r.spec.label()}: {e}")
+        return {**info, "returncode": None, "seconds": 0.0, "error": str(e)}
+    try:
+        return _execute(r, argv, stdout_path, env, info, echo, children)
+    finally:
+        if aside is not None:
+            if results.run_kind(r.run_dir) is not None:
+                shutil.rmtree(aside, ignore_errors=True)
+            elif not r.run_dir.exists():
+                os.rename(aside, r.run_dir)          # the rerun failed: the leftover as it was
+
+
+def _execute(r: Resolved, argv, stdout_path: Path, env: dict, info: dict, echo, children: Children) -> dict:
+    from certdp import results
     t0 = time.perf_counter()
     with open(stdout_path, "w") as out:
         proc = children.start(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))
@@ -409,7 +430,10 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
     resolved: dict[str, list[Resolved]] = {}
     unique: dict[str, Resolved] = {}
     for n in names:
-        resolved[n] = [resolve(s, out_root) for s in exps[n].specs(profile)]
+        try:
+            resolved[n] = [resolve(s, out_root) for s in exps[n].specs(profile)]
+        except ConfigError as e:             # name the experiment file
+            raise ConfigError(f"{exps[n].path.name if exps[n].path else n}:{e.key}", e.message) from None
         for r in resolved[n]:
             unique.setdefault(r.key, r)
     todo = [r for r in unique.values() if not r.is_done()]

@@ -1,10 +1,18 @@
-"""Running one job of a command: its run folder, its signals, its one-line failures.
+"""Running one job of a command: its run folder, its signals, its output streams, its one-line
+failures.
 
 A job computes into a staging folder beside its final place and is moved there only when every
 file is written (:mod:`certdp.results`); SIGINT and SIGTERM are handled alike (nothing
 half-written, exit 128 + signum); every refusal is one line ``certdp: error: <key>: ...`` and
-exit 2.  :class:`RunGuard` (a Hydra callback, ``configs/base.yaml``) refuses a taken run folder
-or an unwritable ``out_root`` before Hydra creates anything.
+exit 2.  :class:`RunGuard` (a Hydra callback, ``configs/base.yaml``) refuses a taken run folder,
+a folder inside another run or with a staging name, and an unwritable ``out_root`` before Hydra
+creates anything.
+
+Standard output carries only the console log and the closing "wrote ..." line; the run's files
+are its product.  A closed or failing standard output (``| head -c 1``, ``> /dev/full``) is
+recorded the first time a write fails (:func:`say`, the console handler), later writes go to
+``/dev/null``, the run goes on, and one line on stderr says what happened and whether the run
+folder is complete (:func:`stdout_warning`).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from pathlib import Path
 
 import typer
 
-from certdp import results
+from certdp import __version__, results
 from certdp.errors import ConfigError
 from certdp.settings import parse as parse_settings
 
@@ -30,6 +38,99 @@ log = logging.getLogger("certdp")
 def fail(message: str, code: int = 2):
     typer.echo(f"certdp: error: {message}", err=True)
     raise SystemExit(code)
+
+
+# ------------------------------------------------------------------------------- standard output
+STDOUT: dict = {"error": None, "reported": False}   # the first OSError writing standard output; said so?
+
+
+def stdout_failed(e: OSError) -> None:
+    """Record a failed write to standard output and send later writes (and the interpreter's
+    final flush, which would print "Exception ignored") to ``/dev/null``."""
+    if STDOUT["error"] is None:
+        STDOUT["error"] = e
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def say(text: str) -> bool:
+    """Print a line on standard output; a closed or failing stream is recorded, not raised."""
+    if STDOUT["error"] is not None:
+        return False
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except OSError as e:
+        stdout_failed(e)
+    return STDOUT["error"] is None         # a guarded stream records the failure without raising
+
+
+def stdout_problem() -> str | None:
+    """What went wrong with standard output (``broken pipe``, ``no space left on device``), or None."""
+    e = STDOUT["error"]
+    if e is None:
+        return None
+    return "closed by its reader (broken pipe)" if e.errno == errno.EPIPE else _IO_WHAT.get(e.errno, e.strerror or str(e))
+
+
+def stdout_warning(landed: list[Path]) -> None:
+    """After the runs of a command line landed: one stderr line when their console log could
+    not be written (the runs are whole; each log.txt holds its log)."""
+    what = stdout_problem()
+    if what is None or not landed or STDOUT["reported"]:
+        return
+    STDOUT["reported"] = True
+    where = (f"the run is complete: {landed[0]}" if len(landed) == 1 else
+             f"the {len(landed)} runs are complete in {os.path.commonpath([str(p) for p in landed])}")
+    typer.echo(f"certdp: warning: standard output: {what}, so the console log was cut short; {where} (log.txt "
+               "holds each run's whole log)", err=True)
+
+
+class GuardedStdout:
+    """Standard output for the duration of a command: a write or flush that fails (a closed pipe,
+    a full disk) is recorded (:func:`certdp.runs.stdout_failed`) instead of raised, so that no
+    writer -- ours, click's, Hydra's ``--cfg job`` -- ends in a traceback."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        if STDOUT["error"] is None:
+            try:
+                return self._stream.write(text)
+            except OSError as e:
+                stdout_failed(e)
+        return len(text)
+
+    def flush(self):
+        if STDOUT["error"] is None:
+            try:
+                self._stream.flush()
+            except OSError as e:
+                stdout_failed(e)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """The console log on standard output; a failing stream is recorded (:func:`stdout_failed`)
+    instead of logging's "--- Logging error ---" traceback on stderr."""
+
+    def emit(self, record) -> None:
+        if STDOUT["error"] is None:
+            super().emit(record)
+
+    def handleError(self, record) -> None:
+        e = sys.exc_info()[1]
+        if isinstance(e, OSError):
+            stdout_failed(e)
+        else:                                # pragma: no cover - a formatting bug: logging's report
+            super().handleError(record)
 
 
 # ------------------------------------------------------------------------------- logging
@@ -70,7 +171,7 @@ def console_log():
     """The console log of a command: certdp's messages and Hydra's (a sweep's "Launching 2
     jobs") on standard output, as ``sys.stdout`` is now (a :class:`logging.StreamHandler`
     never closes its stream)."""
-    return log_handler(logging.StreamHandler(sys.stdout), ("certdp", "hydra"))
+    return log_handler(ConsoleHandler(sys.stdout), ("certdp", "hydra"))
 
 
 def file_log(path: Path):
@@ -87,11 +188,13 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
 
 
-_SIGNALS: dict = {"defer": False, "pending": None}
+_SIGNALS: dict = {"defer": False, "pending": None, "last": None}
 STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
+LANDED: list = []                   # the run folders this command line completed
 
 
 def _on_signal(signum, frame) -> None:
+    _SIGNALS["last"] = signum
     if _SIGNALS["defer"]:
         _SIGNALS["pending"] = signum        # raised once the run directory is in place
         return
@@ -136,8 +239,13 @@ def ignore_signals() -> None:
             pass
 
 
+def last_signal() -> int | None:
+    """The last SIGINT/SIGTERM that :func:`handle_signals` turned into :class:`Interrupted`."""
+    return _SIGNALS["last"]
+
+
 def interrupted(e: KeyboardInterrupt, what: str) -> None:
-    signum = getattr(e, "signum", signal.SIGINT)
+    signum = getattr(e, "signum", None) or _SIGNALS["last"] or signal.SIGINT
     typer.echo(f"certdp: interrupted by {signal.Signals(signum).name}; {what}", err=True)
     raise SystemExit(128 + signum)
 
@@ -161,8 +269,9 @@ def io_error_message(e: OSError, out_root: str | os.PathLike | None = None) -> s
         below = p == root or p.startswith(root.rstrip(os.sep) + os.sep) or root.startswith(p.rstrip(os.sep) + os.sep)
     if below or (out_root is not None and not path):
         return (f"out_root: cannot write into {out_root} ({what}); nothing was written; "
-                "free some space or set out_root=DIR to a writable folder")
-    return f"{path or 'file'}: {what}; check the path and its permissions"
+                "allowed: a writable folder with free space (free some space or set out_root=DIR)")
+    shown = str(path) if str(path).isprintable() else repr(str(path))
+    return f"{shown or 'file'}: {what}; allowed: a writable path (check it and its permissions)"
 
 
 def _overwrite_flag(value) -> bool:
@@ -175,14 +284,23 @@ def _run_paths(output_dir, key: str) -> "results.RunPaths":
     try:
         return results.RunPaths.from_output_dir(output_dir)
     except ValueError as e:
-        fail(f"{key}: {e}; leave it to certdp's default or end it with ${{certdp.incomplete:}}")
+        fail(f"{key}: {e}; allowed: certdp's default, or a folder name of its own without "
+             f"{results.INCOMPLETE!r} and {results.REPLACED!r}")
 
 
 def _refuse_taken(paths: "results.RunPaths", overwrite: bool) -> None:
+    """A run folder inside another run or with a staging name, or a taken one: one line."""
+    try:
+        results.check_placement(paths.final)
+    except results.RunPlacement as e:
+        fail(f"run: {e.path} {e.reason}; allowed: a run folder of its own, outside every other run "
+             "(choose another run=NAME or out_root=DIR)")
     try:
         results.check_free(paths.final, overwrite=overwrite)
     except results.RunExists as e:
-        fail(f"run: {e.path} {e.reason}; pass overwrite=true to replace it, or choose another run=NAME")
+        hint = ("pass overwrite=true to replace it, or choose another run=NAME"
+                if e.reason == "already holds a finished run" else "choose another run=NAME or out_root=DIR")
+        fail(f"run: {e.path} {e.reason}; allowed: {hint}")
 
 
 try:
@@ -203,7 +321,13 @@ class RunGuard(_HydraCallback):
         STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self._writable(Path(os.path.abspath(str(config.hydra.sweep.dir))), config)
+        sweep = Path(os.path.abspath(str(config.hydra.sweep.dir)))
+        try:
+            results.check_placement(sweep / "job")          # the sweep folder and every folder above it
+        except results.RunPlacement as e:
+            fail(f"hydra.sweep.dir: {sweep} {e.reason.replace('lies inside', 'is or lies inside')}; allowed: a "
+                 "folder outside every finished run (leave hydra.sweep.dir to certdp's default)")
+        self._writable(sweep, config)
 
     @staticmethod
     def _writable(folder: Path, config) -> None:
@@ -239,13 +363,15 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
                 fail(f"command '{command}' is not available in this build")
             d = OmegaConf.to_container(cfg, resolve=True)
             settings = parse_settings(command, d)
-            results.write_config(paths.staging / "config.yaml", d)
+            inputs = results.input_records(d)        # the files as this run reads them (run.json)
+            results.write_config(paths.staging / results.CONFIG_FILE, d)
             frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
             # A runner may ask for a non-zero exit after its files are written (audit violations).
             code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
             if not code:
                 check_frames(frames)
             written = results.write_outputs(paths.staging, frames)
+            results.write_run_record(paths.staging, command=command, version=__version__, inputs=inputs)
             with deferred_signals():
                 try:
                     landed = results.commit(paths, overwrite=overwrite)
@@ -254,7 +380,8 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
                     typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
             for name, rows in written:
                 log.info("wrote %s (%d rows)", landed / name, rows)
-            typer.echo(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
+            LANDED.append(landed)
+            say(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
             if code:
                 raise SystemExit(code)
         except SystemExit:
@@ -263,17 +390,31 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             raise
         except (ConfigError, DataUnavailable) as e:
             results.discard(paths)
-            fail(str(e))
+            fail(data_refusal(e) if isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
+                 else str(e))
         except OSError as e:
             if landed is None:
                 results.discard(paths)
-            fail(io_error_message(e, out_root))     # after landing: the run is complete (e.g. a closed stdout)
+                fail(io_error_message(e, out_root))
+            fail(f"{io_error_message(e)}; the run itself is complete: {landed}")
         except KeyboardInterrupt as e:
             ignore_signals()
             if landed is not None:
                 interrupted(e, f"the run had finished: {landed}")
             results.discard(paths)
-            interrupted(e, f"nothing was written ({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)"))
+            what = f"({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)")
+            interrupted(e, f"this run was not written {what}; the {len(LANDED)} runs before it are complete"
+                        if LANDED else f"nothing was written {what}")
+
+
+def data_refusal(e: Exception) -> str:
+    """The one line of a dataset that cannot be had (missing, or failing its checksum): the
+    loaders' message names the remedies; the allowed part says what would be accepted."""
+    msg = str(e) if str(e).startswith("dataset: ") else f"dataset: {e}"
+    if "; allowed" not in msg:
+        msg += ("; allowed: the dataset's file present and intact (dataset.path=FILE, $CERTDP_DATA_DIR, or a "
+                "download when not offline)")
+    return msg
 
 
 def check_frames(frames: dict) -> None:
@@ -281,6 +422,8 @@ def check_frames(frames: dict) -> None:
     (a NaN is an intentionally empty cell, e.g. the epsilon of a noise-free arm)."""
     import numpy as np
     for name, df in frames.items():
+        if Path(name).stem in (Path(results.CONFIG_FILE).stem, Path(results.RUN_MARKER).stem):
+            raise RuntimeError(f"{name}: a runner returned a frame named like the run's own record")
         if isinstance(df, (dict, str)):             # a JSON document (released models) or a text, not a table
             continue
         if df is None or len(df) == 0:

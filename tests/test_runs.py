@@ -138,6 +138,8 @@ def test_commit_never_mixes_two_runs(tmp_path):
         p = results.RunPaths.from_output_dir(tmp_path / f"{name}{results.incomplete_suffix()}")
         p.staging.mkdir()
         (p.staging / "results.csv").write_text(text)
+        (p.staging / "config.yaml").write_text("command: agtr\n")        # what makes it a run folder
+        results.write_run_record(p.staging, command="agtr", version="test", inputs=[])
         return p
 
     a = staged("r", "a\n")
@@ -205,6 +207,9 @@ def test_signal_leaves_nothing_and_exits_128_plus_signum(tmp_path, sig, code):
     finished = parent / "slow"                    # an earlier run, being replaced (overwrite=true)
     finished.mkdir(parents=True)
     (finished / "results.csv").write_text("the earlier run\n")
+    (finished / "config.yaml").write_text("command: certify\n")     # a run folder: overwrite=true replaces only one
+    results.write_run_record(finished, command="certify", version="test", inputs=[])
+    kept = sorted(f.name for f in finished.iterdir())
     p = start("certify", *SLOW, f"out_root={tmp_path}", "run=slow", "overwrite=true")
     staging = wait_for(lambda: [d for d in parent.iterdir() if not results.is_run_dir_name(d.name)]
                        if parent.is_dir() else None)
@@ -217,7 +222,7 @@ def test_signal_leaves_nothing_and_exits_128_plus_signum(tmp_path, sig, code):
     assert len(lines) == 1 and f"interrupted by {signal.Signals(sig).name}" in lines[0] and "Traceback" not in err
     # the interrupted rerun left nothing; the earlier run is whole and alone
     assert list(parent.iterdir()) == [finished]
-    assert [f.name for f in finished.iterdir()] == ["results.csv"]
+    assert sorted(f.name for f in finished.iterdir()) == kept
     assert (finished / "results.csv").read_text() == "the earlier run\n"
 
 

@@ -123,7 +123,7 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
         cmd = settings.command
         other = "certdp agtr" if ds.task == "regression" else "certdp ags"
         raise ConfigError("dataset", f"certdp {cmd} needs a {task} dataset; '{ds.name}' is a {ds.task} task "
-                                     f"(use {other})")
+                                     f"(use {other}); allowed: a {task} dataset (`certdp list` shows each task)")
     model = _model(settings, ds)
     engine = settings.certificate.engine
     check_supported(engine, model)

@@ -84,15 +84,24 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     mechs = settings.privacy.mechanisms()
     table = None
     if settings.queries is not None:
-        from certdp.certify.released import read_table
-        table = read_table(settings.queries, key="queries")       # a missing file is refused before training
+        from certdp.certify.released import read_input
+        try:                                                       # a missing file is refused before training
+            table = read_input(settings.queries)
+        except ConfigError as e:
+            raise ConfigError("queries", e.message) from None
     exp, gs = _prepare(settings, smooth_release=settings.privacy.has_smooth)
     xq = None
     if table is not None:
         if exp.dataset.preprocessing is None:
             raise ConfigError("queries", f"dataset '{exp.dataset.name}' has no raw-row map; allowed: a dataset with "
                                          f"one (csv, california, linear)")
-        xq = torch.as_tensor(exp.dataset.preprocessing.apply(table, key="queries"), dtype=DTYPE)
+        from certdp.certify.released import feature_matrix
+        prep = exp.dataset.preprocessing
+        try:
+            raw = feature_matrix(prep, *table, where=f"queries file {settings.queries}")
+        except ConfigError as e:
+            raise ConfigError("queries", e.message) from None
+        xq = torch.as_tensor(prep.apply(raw, key="queries"), dtype=DTYPE)
         if not len(xq):
             raise ConfigError("queries", f"{settings.queries} holds no rows; allowed: a table of query points")
     ds = exp.dataset

@@ -203,7 +203,8 @@ def _early_checks(exp: Experiment, ps, gs, *, smooth, glob, need_agt) -> None:
     N = exp.n_train
     too_many = [t for t in ps.shards if t > N]
     if too_many:
-        raise ConfigError("pate.shards", f"{too_many} exceed the {N} training records (every shard needs one)")
+        raise ConfigError("pate.shards", f"{too_many} exceed the {N} training records (every shard needs one); "
+                                         f"allowed: shard counts of at most {N}")
     if gs is None and glob and ("gs" in ps.arms or "pate_r" in ps.arms):
         raise ConfigError("privacy.global_sensitivity", "the gs and pate_r arms need a global sensitivity; allowed: "
                                                         "range with dataset.output_range, or trajectory (linear model)")

@@ -42,6 +42,10 @@ import math
 import numpy as np
 
 
+# math.exp overflows float64 above ~709.78: compositions that need e^eps0 stop short of it.
+MAX_EXP_ARG = 700.0
+
+
 def _check_eps(name: str, v: float, *, allow_zero: bool = True) -> float:
     try:
         v = float(v)
@@ -128,15 +132,16 @@ def compose_advanced(*, epsilon: float, delta: float = 0.0, n: int, delta_prime:
     d = _check_delta("delta", delta)
     n = _check_n(n)
     dp = _check_delta("delta_prime", delta_prime, allow_zero=False)
-    eps = e * math.sqrt(2 * n * math.log(1 / dp)) + n * e * math.expm1(e)
+    # e^eps0 overflows float64 above ~709: the bound is then infinite (no finite guarantee)
+    eps = e * math.sqrt(2 * n * math.log(1 / dp)) + n * e * (math.expm1(e) if e < MAX_EXP_ARG else math.inf)
     return eps, min(1.0, n * d + dp)
 
 
-def _log_binom_pmf(n: int, p_flip: float) -> np.ndarray:
+def _log_binom_pmf(n: int, log_p: float, log_q: float) -> np.ndarray:
+    """log P(l flips of n), flip probability e^log_p, no-flip e^log_q (logs: e^log_p may underflow)."""
     from scipy.special import gammaln
     l = np.arange(n + 1, dtype=np.float64)
-    return (gammaln(n + 1) - gammaln(l + 1) - gammaln(n - l + 1)
-            + l * math.log(p_flip) + (n - l) * math.log1p(-p_flip))
+    return gammaln(n + 1) - gammaln(l + 1) - gammaln(n - l + 1) + l * log_p + (n - l) * log_q
 
 
 def optimal_delta(*, epsilon0: float, delta0: float = 0.0, n: int, epsilon: float) -> float:
@@ -153,9 +158,10 @@ def optimal_delta(*, epsilon0: float, delta0: float = 0.0, n: int, epsilon: floa
 def _delta_hom(e0: float, n: int, eps: float) -> float:
     if e0 == 0:
         return 0.0
-    # flip probability of randomised response, computed stably for large eps0
-    p_flip = math.exp(-e0 - math.log1p(math.exp(-e0))) if e0 > 0 else 0.5
-    logw = _log_binom_pmf(n, p_flip)
+    # flip probability of randomised response 1/(1 + e^eps0), in logs: it underflows to 0 above
+    # eps0 ~ 745, where log(0) would fail
+    log_q = -math.log1p(math.exp(-e0))
+    logw = _log_binom_pmf(n, -e0 + log_q, log_q)
     loss = (n - 2 * np.arange(n + 1)) * e0
     pos = loss > eps
     if not pos.any():
@@ -261,14 +267,21 @@ def pld_epsilon(*, epsilon0: float, delta0: float, n: int, delta: float) -> floa
     d0 = _check_delta("delta0", delta0)
     n = _check_n(n)
     d = _check_delta("delta", delta)
+    if e0 >= MAX_EXP_ARG:
+        # e^eps0 overflows float64 (the PLD of the pair needs it): no finite composed epsilon is
+        # certified, so the caller (a bisection for the largest per-release eps0) treats it as too large
+        return math.inf
     import warnings
     from dp_accounting.pld import common, privacy_loss_distribution as pld
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         # overflow in dp_accounting's tail-mass logs at large eps0: it handles the inf itself
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"dp_accounting\.")
-        p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(e0, d0),
-                                        value_discretization_interval=min(1e-4, e0 / 200))
-        return float(p.self_compose(n).get_epsilon_for_delta(d))
+        try:
+            p = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(e0, d0),
+                                            value_discretization_interval=min(1e-4, e0 / 200))
+            return float(p.self_compose(n).get_epsilon_for_delta(d))
+        except OverflowError:         # a tail computation beyond float64: as above
+            return math.inf
 
 
 # ------------------------------------------------------------------ accountants (registry)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from certdp.data.params import Field, boolean, choice, integer, parse_settings, section, text
+from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED
 from certdp.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
@@ -52,6 +53,30 @@ def subsection(fields: Mapping[str, Field]) -> Callable[[Any, str], dict]:
     return lambda value, key: parse_settings(section(value, key), fields, prefix=key)
 
 
+def run_name(value: Any, key: str) -> str:
+    """``run``: the run folder's path below ``<out_root>/<command>/<dataset>/`` -- one or more
+    plain names joined by ``/`` (``grp/a``).  Refused: an absolute path, an empty, ``.`` or ``..``
+    part (``run=../..`` would leave ``out_root``), a part holding the staging or replaced markers
+    (``.incomplete-``, ``.replaced-``: a finished run would carry an unfinished folder's name),
+    characters that are not printable.  To write elsewhere set ``out_root`` (an absolute path is
+    taken as given)."""
+    name = text(value, key)
+    allowed = ("a relative name below <out_root>/<command>/<dataset>/ such as run=grp/a (plain names joined by /); "
+               "to write elsewhere set out_root=DIR")
+    if not name.isprintable():
+        raise ConfigError(key, f"got {name!r} (holds control characters); allowed: {allowed}")
+    if name.startswith(("/", "~")):
+        raise ConfigError(key, f"got {name!r} (an absolute path); allowed: {allowed}")
+    for part in name.split("/"):
+        if part in ("", ".", ".."):
+            raise ConfigError(key, f"got {name!r} (a part is {part!r}, so the run would not be a folder of its own "
+                                   f"below out_root); allowed: {allowed}")
+        if INCOMPLETE in part or REPLACED in part:
+            raise ConfigError(key, f"got {name!r} ({INCOMPLETE!r} and {REPLACED!r} mark unfinished folders); "
+                                   f"allowed: {allowed}")
+    return name
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """The top-level keys of every command (``configs/base.yaml``): what was run, its seed, and
@@ -64,6 +89,7 @@ class RunOptions:
     run: str
     overwrite: bool
     selection: str = "grid"      # grid: arms that tune choose among private candidates | fixed: one candidate
+    config_format: int = 2       # the layout of config.yaml (certdp rerun refuses another)
 
 
 def _run_fields() -> dict[str, Field]:
@@ -74,10 +100,20 @@ def _run_fields() -> dict[str, Field]:
         "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
         "progress": Field(True, boolean),
         "out_root": Field("outputs", text),
-        "run": Field("run", text),
+        "run": Field("run", run_name),
         "overwrite": Field(False, boolean),
         "selection": Field("grid", partial(choice, allowed=SELECTION_MODES)),
+        "config_format": Field(CONFIG_FORMAT, _config_format),
     }
+
+
+def _config_format(value: Any, key: str) -> int:
+    """Only this certdp's layout of config.yaml (a config written by another is not read as this one)."""
+    v = integer(value, key)
+    if v != CONFIG_FORMAT:
+        raise ConfigError(key, f"got {v} (a config.yaml of another layout); allowed: {CONFIG_FORMAT}, the layout of "
+                               "this certdp (leave config_format out)")
+    return v
 
 
 def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[str, ...]) -> tuple[RunOptions, dict]:

@@ -257,6 +257,7 @@ def check_fixed_selection(b: BaselineSettings, arms) -> None:
 
 # ------------------------------------------------------------------------------------ feasibility
 MAX_GRID = 10 ** 6       # confidence points (each a row of results.csv per curve)
+MIN_GRID_START = 1e-12   # the grid is rounded to 12 decimals: a smaller start becomes confidence 0
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,16 @@ def confidence_grid(g: dict, key: str) -> tuple[float, ...]:
     return tuple(float(v) for v in np.unique(out[out <= stop]))
 
 
+def _check_confidences(conf: tuple[float, ...], key: str) -> tuple[float, ...]:
+    """Every confidence c must leave alpha = 1 - c below 1 in float64 (c below ~1.1e-16 rounds
+    alpha to 1, where the critical ratios are 0/0)."""
+    tiny = [c for c in conf if 1.0 - c >= 1.0]
+    if tiny:
+        raise ConfigError(key, f"got {tiny[0]:g} (1 - confidence rounds to 1 in float64, so the critical ratios are "
+                               "0/0); allowed: confidences of at least 1e-15, below 1")
+    return conf
+
+
 def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> FeasibilitySettings:
     fields = {
         "confidence": Field(None, subsection(CONFIDENCE_FIELDS)),
@@ -317,8 +328,13 @@ def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> Feasibility
         "approx_window": Field([0.8, 1.0], _window),
     }
     f = strict(cfg, fields, prefix="feasibility")
-    return FeasibilitySettings(confidence_grid(f["confidence"], "feasibility.confidence"), f["c"], f["delta"],
-                               f["cauchy_factor"], f["approx_window"], run)
+    g = f["confidence"]
+    if g["values"] is None and g["start"] < MIN_GRID_START:
+        raise ConfigError("feasibility.confidence.start", f"got {g['start']:g} (the grid is rounded to 12 decimals, "
+                                                          "and a confidence of 0 makes the critical ratios 0/0); "
+                                                          f"allowed: a start of at least {MIN_GRID_START:g}")
+    conf = _check_confidences(confidence_grid(g, "feasibility.confidence"), "feasibility.confidence.values")
+    return FeasibilitySettings(conf, f["c"], f["delta"], f["cauchy_factor"], f["approx_window"], run)
 
 
 __all__ = ["DPAuditSettings", "dpaudit_settings", "check_fixed_selection", "AuditSettings", "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid",

@@ -1,28 +1,139 @@
 """Compose a command line with Hydra and parse every job's settings, before any job runs.
 
 ``certdp <command> ARGS`` is composed here exactly as Hydra will compose it (sweeps expanded
-job by job), so that a bad value anywhere in a sweep, and Hydra's own errors (an unreadable
-override, a key that does not exist), are refused in one line before anything is written.
+job by job, ``glob()`` against the config groups), so that a bad value anywhere in a sweep, and
+Hydra's own errors (an unreadable override, a key that does not exist, an interpolation that
+does not resolve, a sweep type the basic sweeper cannot run), are refused in one line before
+anything is written.  A sweep is also checked against its data where that is cheap
+(:func:`check_sweep_data`): ``-m dataset.path=good.csv,nope.csv`` is refused before job 0 runs.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from certdp.errors import ConfigError
-from certdp.settings import parse
+from certdp.settings import config_dir, parse
+
+MAX_SWEEP_JOBS = 10_000          # each job is composed and checked before the first runs
+MAX_CHECKED_TABLE_BYTES = 32 << 20   # a sweep's csv tables up to this size are read and checked in full
 
 _HYDRA_ERRORS = (
-    (r"Could not override '([^']+)'", "unknown setting; to add it use +{key}=..., but certdp reads only known keys"),
-    (r"Could not append to config\. An item is already at '([^']+)'", "already set; drop the + to change it"),
-    (r"Could not delete from config\. '([^']+)' does not exist", "not set, so it cannot be removed"),
-    (r"Could not delete from config\. The value of '([^']+)'", "holds another value than the one given"),
-    (r"Could not find '([^']+)'", "no such config group option; allowed: the files in configs/"),
+    (r"Could not override '([^']+)'", "unknown setting; to add it use +{key}=..., but certdp reads only known keys; "
+                                      "allowed: the keys `certdp COMMAND --cfg job` shows"),
+    (r"Could not append to config\. An item is already at '([^']+)'", "already set; allowed: {key}=... without the +"),
+    (r"Could not delete from config\. '([^']+)' does not exist", "not set, so it cannot be removed; allowed: ~KEY "
+                                                                 "for a key that is set"),
+    (r"Could not delete from config\. The value of '([^']+)'", "holds another value than the one given; allowed: "
+                                                               "~{key} alone"),
+    (r"Could not find '([^']+)'", "no such config group option; allowed: the options `certdp list` shows"),
 )
 
 
+# ------------------------------------------------------------------ the command line
+def _group_options(group: str) -> list[str] | None:
+    d = config_dir() / group
+    if not d.is_dir():
+        return None
+    return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def _group_allowed(group: str, opts: list[str]) -> str:
+    """The options of a config group, or for a folder of groups (``preset``) its subgroups."""
+    if opts:
+        return ", ".join(opts)
+    subs = sorted(p.name for p in (config_dir() / group).iterdir() if p.is_dir())
+    return "; ".join(f"+{group}/{s}=" + "|".join(_group_options(f"{group}/{s}") or ["..."]) for s in subs) or "none"
+
+
+def validate_overrides(args: list[str]) -> None:
+    """Unknown config-group options (``dataset=nope``, ``+preset=nope``) as a :class:`ConfigError`
+    naming the options, before Hydra prints its own several lines."""
+    for a in args:
+        if a.startswith("-") or "=" not in a:
+            continue
+        key, val = a.split("=", 1)
+        key = key.lstrip("+~")
+        if "." in key:
+            continue
+        opts = _group_options(key)
+        if opts is None:
+            continue
+        vals = val.strip()
+        if vals.startswith(("choice(", "range(", "glob(", "interval(")):
+            continue
+        for v in vals.split(","):
+            v = v.strip()
+            if v and v not in opts and v != "null":
+                _refuse(f"{key}={v}: unknown {key}; allowed: {_group_allowed(key, opts)}")
+
+
+# Hydra's flags that certdp passes on: flag -> values it takes (None: an optional topic)
+HYDRA_FLAGS = {"-m": 0, "--multirun": 0, "--cfg": 1, "-c": 1, "--package": 1, "-p": 1, "--resolve": 0,
+               "--info": None, "-i": None, "--config-dir": 1, "-cd": 1}
+CFG_PARTS = ("job", "hydra", "all")
+INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+FLAGS_ALLOWED = ("-m/--multirun, --cfg job|hydra|all, --package PKG, --resolve, --info [TOPIC], --config-dir DIR, "
+                 "--help")
+
+
+def _refuse(message: str) -> None:
+    key, _, rest = message.partition(": ")
+    raise ConfigError(key, rest)
+
+
+def split_command_line(command: str, args: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra flags, overrides) of a command line, flags first wherever they stood
+    (``certdp agtr a=1 -m b=1,2`` is ``-m a=1 b=1,2``); an unknown flag, a missing or unknown
+    flag value, or a ``--config-dir`` that is not a folder is refused in one line."""
+    flags, overrides, i = [], [], 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if not a.startswith("-"):
+            overrides.append(a)
+            continue
+        name, eq, val = a.partition("=")
+        if name not in HYDRA_FLAGS:
+            _refuse(f"{name}: unknown option of certdp {command}; allowed: {FLAGS_ALLOWED}")
+        takes = HYDRA_FLAGS[name]
+        if takes == 0:
+            if eq:
+                _refuse(f"{name}: takes no value (got {a!r}); allowed: {FLAGS_ALLOWED}")
+            flags.append(name)
+            continue
+        if takes is None:           # an optional topic: the next word unless it is an override or a flag
+            if not eq and i < len(args) and not args[i].startswith("-") and "=" not in args[i]:
+                val, eq, i = args[i], "=", i + 1
+            if eq and val not in INFO_TOPICS:
+                _refuse(f"{name}: unknown topic {val!r}; allowed: {', '.join(INFO_TOPICS)}")
+            flags += [name] + ([val] if eq else [])
+            continue
+        if not eq:
+            if i >= len(args) or args[i].startswith("-"):
+                _refuse(f"{name}: needs a value; allowed: {FLAGS_ALLOWED}")
+            val, i = args[i], i + 1
+        if name in ("--cfg", "-c") and val not in CFG_PARTS:
+            _refuse(f"{name}: unknown part {val!r}; allowed: {', '.join(CFG_PARTS)}")
+        if name in ("--config-dir", "-cd") and not Path(val).expanduser().is_dir():
+            _refuse(f"{name}: {val} is not a folder; allowed: an existing folder of extra config files")
+        flags += [name, val]
+    modes = sorted({"-m" if f in ("-m", "--multirun") else "--cfg" if f in ("--cfg", "-c") else "--info"
+                    for f in flags if f in ("-m", "--multirun", "--cfg", "-c", "--info", "-i")})
+    if len(modes) > 1:
+        _refuse(f"{modes[1]}: cannot be combined with {modes[0]}; allowed: one of -m (run a sweep), --cfg (print the "
+             "config), --info (print Hydra's information)")
+    printing = [f for f in flags if f in ("--package", "-p", "--resolve")]
+    if printing and not any(m in modes for m in ("--cfg", "--info")):
+        _refuse(f"{printing[0]}: only with --cfg or --info (it changes what they print); allowed: --cfg job "
+             f"{printing[0]}{' PKG' if printing[0] != '--resolve' else ''}")
+    return flags, overrides
+
+
+# ------------------------------------------------------------------ composing every job
 def _hydra_error(e: Exception) -> tuple[str, str]:
-    """(key, problem) for Hydra's composition error ``e``."""
+    """(key, problem) for Hydra's or OmegaConf's composition error ``e``."""
     import re
     text = " ".join(str(e).split())
     for pattern, what in _HYDRA_ERRORS:
@@ -32,15 +143,47 @@ def _hydra_error(e: Exception) -> tuple[str, str]:
             cause = e.__cause__ or e.__context__
             detail = f" (Hydra: {' '.join(str(cause).split())[:160]})" if cause is not None else ""
             return key, f"{what.format(key=key)}{detail}"
-    return "config", text[:300]
+    key = getattr(e, "full_key", None)
+    if "nterpolation" in type(e).__name__ or "nterpolation" in text:
+        first = text.split(" full_key:")[0][:160]
+        return (str(key) if key else "config"), (f"cannot be resolved ({first}); allowed: a plain value, or an "
+                                                 "interpolation of an existing key such as ${train.steps}")
+    return (str(key) if key else "config"), (f"{text.split(' full_key:')[0][:300]}; allowed: overrides of the keys "
+                                             "`certdp COMMAND --cfg job` shows")
 
 
-def compose_and_parse(command: str, args: list[str], *, config_path: str, config_name: str) -> list:
+def _parse_overrides(overrides: list[str], *, multirun: bool) -> None:
+    """Refuse an unreadable override, a sweep without ``-m``, a sweep type the basic sweeper cannot run."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    parser = OverridesParser.create()
+    for a in overrides:
+        key = a.split("=", 1)[0].lstrip("+~") or a
+        try:
+            (o,) = parser.parse_overrides([a])
+        except HydraException as e:
+            what = "a key=value setting is expected" if "=" not in a else f"cannot read the value of '{a}'"
+            raise ConfigError(key, f"{what} (Hydra: {' '.join(str(e).split())[:160]}); allowed: values such as "
+                                   f"5, 0.1, true, null, [1,2] or a quoted 'text'") from None
+        if not o.is_sweep_override():
+            continue
+        if not multirun:
+            raise ConfigError(key, f"'{a}' is a sweep, which runs only with -m; allowed: one value (a list is "
+                                   f"written [a,b], a text with commas is quoted 'a,b'), or -m to run every point")
+        if not o.is_discrete_sweep():
+            kind = o.value_type.name.lower().replace("_sweep", "")
+            raise ConfigError(key, f"'{a}': certdp's sweeper runs lists of points, not {kind}() "
+                                   f"ranges (a sweeper plugin such as Optuna would); allowed: a comma list (a,b), "
+                                   f"range(start,stop,step), choice(a,b) or glob(pattern)")
+
+
+def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, config_path: str,
+                      config_name: str) -> list:
     """Compose every job of the command line and parse its settings before Hydra runs any:
     a bad value in the third job of a sweep refuses the whole sweep before the first job
-    writes anything, and Hydra's own errors (syntax, unknown keys) become one line.  Command
-    lines with other Hydra flags (``--cfg``, ``--help``, ...) are left to Hydra.  Returns the
-    settings of every job; raises :class:`ConfigError` naming the key of the first problem."""
+    writes anything, and Hydra's own errors (syntax, unknown keys, interpolations) become one
+    line.  Returns the settings of every job; raises :class:`ConfigError` naming the key of the
+    first problem."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
@@ -49,32 +192,71 @@ def compose_and_parse(command: str, args: list[str], *, config_path: str, config
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    flags = [a for a in args if a.startswith("-")]
-    if any(a not in ("-m", "--multirun") for a in flags):
-        return []
-    overrides = [a for a in args if not a.startswith("-")]
-    parser = OverridesParser.create()
-    for a in overrides:
-        try:
-            parser.parse_overrides([a])
-        except HydraException as e:
-            key = a.split("=", 1)[0].lstrip("+~") or a
-            what = "a key=value setting is expected" if "=" not in a else f"cannot read the value of '{a}'"
-            raise ConfigError(key, f"{what} (Hydra: {' '.join(str(e).split())[:160]}); allowed: values such as "
-                                   f"5, 0.1, true, null, [1,2] or a quoted 'text'") from None
-    if flags:
-        jobs = [job for batch in BasicSweeper.split_arguments(parser.parse_overrides(overrides), None) for job in batch]
-    else:
-        jobs = [overrides]
+    _parse_overrides(overrides, multirun=multirun)
     out = []
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=os.path.abspath(config_path), version_base=None):
-        for job in jobs:
-            try:
-                d = OmegaConf.to_container(compose(config_name=config_name, overrides=job), resolve=True)
-            except (HydraException, OmegaConfBaseException) as e:
-                key, what = _hydra_error(e)
-                raise ConfigError(key, what) from None
-            out.append(parse(command, d))
-    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=os.path.abspath(config_path), version_base=None):
+            jobs = [overrides]
+            if multirun:
+                # with the config loader, glob(...) of a config group is expanded as Hydra's sweeper does
+                parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+                try:
+                    jobs = [job for batch in BasicSweeper.split_arguments(parser.parse_overrides(overrides), None)
+                            for job in batch]
+                except HydraException as e:
+                    key, what = _hydra_error(e)
+                    raise ConfigError(key, what) from None
+                if len(jobs) > MAX_SWEEP_JOBS:
+                    raise ConfigError("-m", f"the sweep holds {len(jobs):,} jobs; allowed: at most {MAX_SWEEP_JOBS:,} "
+                                            "(split it into several sweeps)")
+            for job in jobs:
+                try:
+                    d = OmegaConf.to_container(compose(config_name=config_name, overrides=job), resolve=True)
+                except (HydraException, OmegaConfBaseException) as e:
+                    key, what = _hydra_error(e)
+                    raise ConfigError(key, what) from None
+                out.append(parse(command, d))
+    finally:
+        GlobalHydra.instance().clear()
+    if len(jobs) > 1:
+        check_sweep_data(out, jobs)
     return out
+
+
+def check_sweep_data(settings: list, jobs: list[list[str]]) -> None:
+    """The data checks that are cheap, for every job of a sweep before the first runs: each
+    ``dataset.path`` and ``queries`` file exists, and each csv table of at most
+    :data:`MAX_CHECKED_TABLE_BYTES` passes every check of its loader (columns, cells, rows).
+    A bigger table is checked when its job starts."""
+    from collections.abc import Mapping
+    done: set = set()
+    for i, st in enumerate(settings):
+        ds = getattr(st, "dataset", None)
+        if not isinstance(ds, Mapping):
+            continue
+        where = f"(sweep job {i} of {len(jobs)}: {' '.join(jobs[i])[:120]})"
+        for key, value in (("dataset.path", ds.get("path")), ("queries", getattr(st, "queries", None))):
+            if isinstance(value, str) and value and not Path(value).expanduser().exists():
+                raise ConfigError(key, f"{value} does not exist {where}; allowed: an existing file for every job "
+                                       "of the sweep")
+        path = ds.get("path")
+        if ds.get("name") != "csv" or not isinstance(path, str):
+            continue
+        ident = (path, ds.get("target"), tuple(ds.get("features") or ()), ds.get("dropna"), ds.get("task"))
+        p = Path(path).expanduser()
+        if ident in done or not p.is_file() or p.stat().st_size > MAX_CHECKED_TABLE_BYTES:
+            continue
+        done.add(ident)
+        from certdp.data.tables import load_table
+        try:
+            load_table(p, target=ds.get("target"), features=ds.get("features"), dropna=bool(ds.get("dropna")),
+                       labels=ds.get("task", "regression") != "regression")
+        except ConfigError as e:
+            raise ConfigError(e.key, _with_where(e.message, where)) from None
+
+
+def _with_where(message: str, where: str) -> str:
+    """``message`` with ``where`` put before its ``; allowed:`` part."""
+    head, sep, tail = message.partition("; allowed:")
+    return f"{head} {where}{sep}{tail}"

@@ -91,7 +91,28 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
         if run.selection == "fixed":
             arms = extra["ags"].baselines if command == "ags" else extra["baselines"].arms
             check_fixed_selection(extra["baselines"], arms)
+    privacy = privacy_settings(privacy_cfg, query=query)
+    if command == "dpaudit":
+        check_dpaudit_privacy(privacy)
     return ExperimentSettings(
         run=run, dataset=MappingProxyType(dataset), model=model, train=train,
         staircase=staircase_settings(sec["staircase"]), certificate=certificate_settings(sec["certificate"]),
-        privacy=privacy_settings(privacy_cfg, query=query), **extra)
+        privacy=privacy, **extra)
+
+
+# The audit's exact delta multiplies by e^epsilon (certdp.privacy.loss), finite in float64 only
+# below epsilon ~ 709.78; its lower bound compares two samples of outputs.
+DPAUDIT_MAX_EPSILON = 700.0
+DPAUDIT_MIN_DRAWS = 2
+
+
+def check_dpaudit_privacy(p: PrivacySettings) -> None:
+    """The privacy settings ``certdp dpaudit`` can audit (refused here, before any data is read)."""
+    if p.n_draws < DPAUDIT_MIN_DRAWS:
+        raise ConfigError("privacy.n_draws", f"got {p.n_draws} (certdp dpaudit compares two samples of outputs); "
+                                             f"allowed: an integer >= {DPAUDIT_MIN_DRAWS} (thousands for a tight bound)")
+    big = [e for e in p.epsilons if e > DPAUDIT_MAX_EPSILON]
+    if big:
+        raise ConfigError("privacy.epsilons", f"got {big[0]:g} (the audit's exact delta needs e^epsilon, which "
+                                              f"overflows float64 above ~709); allowed: epsilons of at most "
+                                              f"{DPAUDIT_MAX_EPSILON:g} for certdp dpaudit")

@@ -94,5 +94,17 @@ def privacy_settings(cfg: Any, *, query: str = "prediction") -> PrivacySettings:
                         beta=p["beta"], n_draws=p["n_draws"],
                         global_sensitivity=p.get("global_sensitivity", "none"), smoothness=p["smoothness"],
                         reproducible_release=p["reproducible_release"])
-    s.mechanisms(n_params=1 if query == "parameter" else None)
+    for name in s.releases:
+        for e in s.epsilons:
+            try:
+                mechanisms.make_mechanism(name, query=query, epsilon=e, delta=s.delta, beta=s.beta,
+                                          n_params=1 if query == "parameter" else None)
+            except ConfigError as err:
+                # beta=auto follows epsilon: when the automatic beta is out of range (0 for an epsilon
+                # that small), the value to change is the epsilon, not the beta nobody set
+                if err.key == "privacy.beta" and s.beta is None:
+                    raise ConfigError("privacy.epsilons", f"{e:g} is too small for {name}: {err.message} with "
+                                                          "beta=auto, which follows epsilon; allowed: larger "
+                                                          "epsilons (1e-6 or more, say)") from None
+                raise
     return s

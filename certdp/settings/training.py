@@ -45,7 +45,8 @@ def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
              "loss": m["loss"] if m["loss"] is not None else d["loss"]}
     hidden = tuple(m["hidden"] or ())
     if m["arch"] == "mlp" and not hidden:
-        raise ConfigError("model.hidden", "an mlp needs hidden widths, e.g. model.hidden=[64]")
+        raise ConfigError("model.hidden", "an mlp needs hidden widths; allowed: a non-empty list of widths >= 1, "
+                                          "e.g. model.hidden=[64]")
     return ModelSettings(m["arch"], hidden, m["loss"])
 
 
@@ -142,7 +143,8 @@ def staircase_settings(cfg: Any, *, prefix: str = "staircase") -> StaircaseSetti
     """``staircase`` (or ``pate.staircase``): the radii K, checked (kind=list needs values)."""
     s = strict(cfg, STAIRCASE_FIELDS, prefix=prefix)
     if s["kind"] == "list" and not s["values"]:
-        raise ConfigError(f"{prefix}.values", f"kind=list needs a list of radii, e.g. {prefix}.values=[1,2,4,8]")
+        raise ConfigError(f"{prefix}.values", f"kind=list needs a list of radii; allowed: a non-empty list of radii "
+                                              f">= 1, e.g. {prefix}.values=[1,2,4,8]")
     if s["kind"] != "list" and s["k_max"] < s["k_min"]:
         raise ConfigError(f"{prefix}.k_max", f"must be >= {prefix}.k_min (got {s['k_max']})")
     return StaircaseSettings(kind=s["kind"], k_min=s["k_min"], k_max=s["k_max"], step=s["step"], ratio=s["ratio"],

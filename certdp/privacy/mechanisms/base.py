@@ -65,7 +65,8 @@ def check_beta(beta: float, limit: float, name: str, strict: bool = False) -> No
     ok = math.isfinite(beta) and 0 < beta and (beta < limit if strict else beta <= limit)
     if not ok:
         rel = "<" if strict else "<="
-        raise ConfigError("privacy.beta", f"{name} needs 0 < beta {rel} {limit:.6g} (got {beta:.6g})")
+        raise ConfigError("privacy.beta", f"{name} needs 0 < beta {rel} {limit:.6g} (got {beta:.6g}); allowed: a "
+                                          f"beta in (0, {limit:.6g}{')' if strict else ']'}, or beta=auto")
 
 
 def check_n_params(p) -> None:

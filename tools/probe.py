@@ -36,10 +36,10 @@ special probes (pairs, signals, reruns) always start real ``python -m certdp.cli
 Outputs: ``probes.csv`` (one row per probe) in the pass folder and, with ``--worklist FILE``, a
 Markdown worklist of the failing probes grouped by section and key.
 
-    python benchmarks/probe.py --root /work/main --snapshot --out /tmp/probe --worklist WORKLIST.md
-    python benchmarks/probe.py --root . --only '^feasibility' --jobs 2
-    python benchmarks/probe.py --list                       # the probes, without running them
-    python benchmarks/probe.py --from-csv /tmp/probe/pass-.../probes.csv --worklist WORKLIST.md
+    python tools/probe.py --root /work/main --snapshot --out /tmp/probe --worklist WORKLIST.md
+    python tools/probe.py --root . --only '^feasibility' --jobs 2
+    python tools/probe.py --list                       # the probes, without running them
+    python tools/probe.py --from-csv /tmp/probe/pass-.../probes.csv --worklist WORKLIST.md
 
 A whole pass (675 probes) took 15 min with --jobs 2 on the shared 2-core machine at load ~15 (6 min of
 CPU); ``--exec`` gives the same behaviour and exit code on every probe (checked on 82) at ~6x the time.
@@ -63,10 +63,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.modules.setdefault("probe", sys.modules[__name__])     # probe_surfaces imports this module as `probe`
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 OK = ("refused-ok", "ran-ok")
 BEHAVIOURS = ("refused-ok", "ran-ok", "traceback", "exit0-bad-output", "silent-replacement",
-              "wrong-refusal", "wrong-key", "unclean-refusal", "late-refusal", "misleading",
+              "wrong-refusal", "wrong-key", "no-allowed-part", "unclean-refusal", "late-refusal", "misleading",
               "data-loss", "signal-mishandled", "audit-violation", "timeout", "inconclusive")
+# the issue's acceptance: what each failing behaviour counts as
+FAILURE_KIND = {"traceback": "tracebacks", "data-loss": "data loss", "exit0-bad-output": "wrong results",
+                "silent-replacement": "wrong results", "audit-violation": "wrong results",
+                "wrong-key": "refusals without key/allowed part", "no-allowed-part": "refusals without key/allowed part",
+                "unclean-refusal": "unclean or multi-line refusals", "misleading": "misleading messages",
+                "wrong-refusal": "valid input refused", "late-refusal": "late refusals",
+                "signal-mishandled": "signals mishandled", "timeout": "timeouts", "inconclusive": "inconclusive"}
 
 # --------------------------------------------------------------------------------------------
 # small settings for every command (valid; each probe changes one thing)
@@ -645,15 +655,20 @@ def build() -> list[Probe]:  # noqa: C901 - one table
     special("rerun", "rerun:finished agtr run is byte-identical", first=same + ["run=orig"])
     for name, where in (("missing folder", "{out}/nope"), ("folder without config.yaml", "{fx}/csv/dir"),
                         ("regular file", "{fx}/afile")):
-        t.probes.append(Probe(f"rerun:{name}", ["rerun", where], "refuse", ("*",), "rerun", "bad-run-dir",
+        t.probes.append(Probe(f"rerun:{name}", ["rerun", where], "refuse", ("RUN_DIR",), "rerun", "bad-run-dir",
                               out_root=False, extra={"needs": "rerun"}))
+    import probe_surfaces
+    probe_surfaces.build(t)
     return t.probes
 
 
 # --------------------------------------------------------------------------------------------
 # fixtures
-def make_fixtures(fx: Path, python: str, root: Path) -> dict:
+def make_fixtures(fx: Path, python: str, root: Path, needs: set | None = None) -> dict:
+    """The fixtures of every probe; the slow ones (a tiny encoder, finished runs) only when a
+    selected probe ``needs`` them (None: all)."""
     import numpy as np
+    import probe_surfaces
     have = {}
     c = fx / "csv"
     c.mkdir(parents=True, exist_ok=True)
@@ -701,12 +716,15 @@ def make_fixtures(fx: Path, python: str, root: Path) -> dict:
     (bad / "california_housing.parquet.brotli").write_bytes(b"not the california table\n" * 40)
     (fx / "afile").write_text("a regular file, used where a folder is expected\n")
     enc = fx / "enc"
-    r = subprocess.run([python, str(Path(root) / "tests" / "tiny_encoder.py"), str(enc)], capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
-    have["encoder"] = True if r.returncode == 0 else f"tiny encoder not built: {r.stderr.strip()[-200:]}"
-    r = subprocess.run([python, "-m", "certdp.cli", "rerun", "--help"], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, cwd=str(fx))
-    have["rerun"] = True if r.returncode == 0 else "no `certdp rerun` in this tree"
+    if needs is None or "encoder" in needs:
+        r = subprocess.run([python, str(Path(root) / "tests" / "tiny_encoder.py"), str(enc)], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+        have["encoder"] = True if r.returncode == 0 else f"tiny encoder not built: {r.stderr.strip()[-200:]}"
+    if needs is None or "rerun" in needs:
+        r = subprocess.run([python, "-m", "certdp.cli", "rerun", "--help"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, cwd=str(fx))
+        have["rerun"] = True if r.returncode == 0 else "no `certdp rerun` in this tree"
+    probe_surfaces.make_fixtures(fx, python, root, have, probe_surfaces.NEEDS if needs is None else needs)
     return have
 
 
@@ -995,6 +1013,10 @@ def judge(p: Probe, rc, so, se, timed_out, out: Path, argv: list, seconds: float
     named = m.group(1) if m else None
     csvs = csv_files(out / "o") if (out / "o").exists() else []
     note = ""
+    if p.extra.get("judge") == "predict" and not timed_out and not tb:
+        import probe_surfaces
+        got, note = probe_surfaces.judge_predict(p, rc, so, se, out)
+        return {"behaviour": got, "note": note, "named": named or "", "first": first[:300], "last": last[:300]}
     if timed_out:
         got = "timeout"
     elif command == "audit" and rc == 1 and not tb and csvs:
@@ -1019,8 +1041,12 @@ def judge(p: Probe, rc, so, se, timed_out, out: Path, argv: list, seconds: float
                 got = "wrong-refusal"
             elif not key_matches(named, p.keys):
                 got, note = "wrong-key", f"named {named or 'no key'}, expected {'|'.join(p.keys)}"
+            elif not re.search(r"; allowed\b[^:;]*: \S", first):
+                got, note = "no-allowed-part", "the refusal does not say what is allowed"
             elif csvs:
                 got, note = "unclean-refusal", f"left {len(csvs)} CSV(s): {csvs[0].name}"
+            elif (out / "outputs").exists():
+                got, note = "unclean-refusal", "left outputs/ in the working folder"
             elif p.early and late(out):
                 got, note = "late-refusal", "refused after training/certifying"
             elif p.must_say and not re.search(p.must_say, first):
@@ -1041,6 +1067,8 @@ def judge(p: Probe, rc, so, se, timed_out, out: Path, argv: list, seconds: float
         tok = p.extra.get("token", "")
         if tb:
             got = "traceback"
+        elif rc == 2 and tok in (se + so) and len(lines) > 1:
+            got, note = "unclean-refusal", f"a usage error of {len(lines)} lines"
         elif rc == 2 and tok in (se + so):
             got = "refused-ok"
         elif rc == 0:
@@ -1456,6 +1484,11 @@ SPECIALS = {"concurrent": sp_concurrent, "overwrite": sp_overwrite, "signal": sp
             "figures-signal": sp_figures_signal, "rerun": sp_rerun}
 
 
+def _surface_specials() -> None:
+    import probe_surfaces
+    SPECIALS.update(probe_surfaces.SPECIALS)
+
+
 # --------------------------------------------------------------------------------------------
 def worklist(rows: list[dict], root: str, seconds: float, path: Path) -> None:
     from collections import Counter, defaultdict
@@ -1465,7 +1498,7 @@ def worklist(rows: list[dict], root: str, seconds: float, path: Path) -> None:
     for r in fails:
         by_sect[r["section"].split(".")[0] if r["section"] else r["command"]].append(r)
     out = [f"# certdp bad-input worklist ({root})", "",
-           f"Generated by `benchmarks/probe.py` against {root}: {len(rows)} probes in {seconds / 60:.1f} min, "
+           f"Generated by `tools/probe.py` against {root}: {len(rows)} probes in {seconds / 60:.1f} min, "
            f"{len(fails)} failing.", "", "## Counts by behaviour", "", "| behaviour | probes |", "|---|---|"]
     for b in BEHAVIOURS + ("skipped",):
         if counts.get(b):
@@ -1506,6 +1539,9 @@ def main() -> None:
     ap.add_argument("--worklist", default=None, help="write a Markdown worklist of the failing probes here")
     ap.add_argument("--csv", default=None, help="the per-probe CSV (default <pass folder>/probes.csv)")
     ap.add_argument("--list", action="store_true", help="print the probes and exit")
+    ap.add_argument("--surfaces", action="store_true",
+                    help="only the probes of the surfaces around the runs (predict, rerun, run folders, sweeps, "
+                         "signals, streams: tools/probe_surfaces.py)")
     ap.add_argument("--from-csv", default=None,
                     help="do not run: print the counts of an earlier probes.csv (and write --worklist from it)")
     ap.add_argument("--snapshot", action="store_true",
@@ -1530,6 +1566,8 @@ def main() -> None:
             worklist(rows, meta["label"], meta["seconds"], Path(a.worklist))
         return
     probes = build()
+    if a.surfaces:
+        probes = [p for p in probes if p.extra.get("surface")]
     if a.only:
         rx = re.compile(a.only)
         probes = [p for p in probes if rx.search(p.id) or rx.search(" ".join(p.argv))]
@@ -1554,7 +1592,9 @@ def main() -> None:
         root = tree
     t0 = time.time()
     fx = out / "_fixtures"
-    have = make_fixtures(fx, a.python, root)
+    _surface_specials()
+    needs = {p.extra.get("needs") for p in probes} - {None}
+    have = make_fixtures(fx, a.python, root, needs)
     global CTX
     CTX = ctx = Ctx(root, a.python, fx, int(a.mem_gb * (1 << 30)), have, fork=not a.exec)
     print(f"probing {label} with {len(probes)} probes -> {out} (fixtures {time.time() - t0:.0f} s; "
@@ -1591,6 +1631,14 @@ def main() -> None:
     for b in BEHAVIOURS + ("skipped",):
         if counts.get(b):
             print(f"  {b:<20} {counts[b]}")
+    print("by the issue's categories (cases; failures):")
+    for cat in sorted({r["category"] for r in rows}):
+        rs = [r for r in rows if r["category"] == cat]
+        bad = Counter(FAILURE_KIND.get(r["got"], r["got"]) for r in rs if r["got"] not in OK and r["got"] != "skipped")
+        print(f"  {cat:<26} {len(rs):>4}" + (f"; {dict(bad)}" if bad else ""))
+    kinds = Counter(FAILURE_KIND.get(r["got"], r["got"]) for r in rows if r["got"] not in OK and r["got"] != "skipped")
+    for kind in ("tracebacks", "data loss", "wrong results", "refusals without key/allowed part"):
+        print(f"  {kind}: {kinds.get(kind, 0)}")
     perm = sum(1 for r in rows if "perm:" in r["note"])
     if perm:
         print(f"  (runs whose CSVs are not mode 0644: {perm})")
