@@ -116,7 +116,7 @@ import torch
 from tqdm.auto import tqdm
 
 from certdp import DTYPE
-from certdp.bounds import check_supported, get_certificate
+from certdp.bounds import check_device, check_supported, get_certificate
 from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
 from certdp.models import ModelSpec
@@ -146,10 +146,30 @@ class Envelopes:
         return self.hi - self.lo
 
 
-def _chunks(n_k: int, b: int, p: int, factor: int = 2, budget_bytes: float = 1.2e9) -> int:
-    """Radii per chunk so that ``factor`` [chunk, P, b] float64 tensors fit the budget."""
+# CPU memory budget of one step's [chunk, P, b] temporaries (bytes).
+CPU_BUDGET_BYTES = 1.2e9
+# Fraction of the free device memory (CUDA: torch.cuda.mem_get_info) one step's temporaries may use.
+DEVICE_MEMORY_FRACTION = 0.5
+
+
+def memory_budget(device: torch.device | str | None = None) -> float:
+    """Bytes one step's temporaries may take on ``device``: :data:`CPU_BUDGET_BYTES` on the CPU,
+    :data:`DEVICE_MEMORY_FRACTION` of the free memory on a CUDA device (read when called, so that
+    it follows what the run already holds)."""
+    dev = torch.device("cpu" if device is None else device)
+    if dev.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(dev)
+        return DEVICE_MEMORY_FRACTION * float(free)
+    return CPU_BUDGET_BYTES
+
+
+def _chunks(n_k: int, b: int, p: int, factor: float = 2, budget_bytes: float | None = None,
+            device: torch.device | str | None = None) -> int:
+    """Radii per chunk so that ``factor`` [chunk, P, b] float64 tensors fit the budget (by default
+    the device's, :func:`memory_budget`)."""
+    budget = memory_budget(device) if budget_bytes is None else budget_bytes
     per_radius = b * p * 8 * factor
-    return max(1, min(n_k, int(budget_bytes // max(per_radius, 1))))
+    return max(1, min(n_k, int(budget // max(per_radius, 1))))
 
 
 def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
@@ -171,14 +191,14 @@ def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) ->
 
 
 def _step_boxes(model: ModelSpec, x: torch.Tensor, y: torch.Tensor, settings: TrainSettings, plan: torch.Tensor,
-                *, engine: Certificate, ref: torch.Tensor, ks, start_box: Interval, steps: range):
+                *, engine: Certificate, ref: torch.Tensor, ks, start_box: Interval, steps: range, device=None):
     """The per-step engine ``engine``'s boxes over the window ``steps`` from ``start_box`` (rows for
     radii ``ks``, nominal run from ``ref``): (the envelopes at the window's end, the per-step
     trace).  Handed to window engines as ``step_boxes``, so that an engine can cap its own bounds
     by a per-step engine's without importing this module."""
     trace: list = []
     env = run_agt(model, ref, x, y, settings, ks, certificate=engine, plan=plan, progress=False,
-                  start_box=start_box, steps=steps, trace=trace)
+                  start_box=start_box, steps=steps, trace=trace, device=device)
     return env, trace
 
 
@@ -186,7 +206,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             settings: TrainSettings, k_values, certificate: Certificate | None = None,
             plan: torch.Tensor | None = None,
             progress: bool = True, start_box: Interval | None = None,
-            steps: range | None = None, trace: list | None = None) -> Envelopes:
+            steps: range | None = None, trace: list | None = None,
+            device: torch.device | str | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
     ``start_box`` ([K, P]) lets a window start from existing envelopes (the radius-0 box starts
@@ -196,23 +217,27 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     work.  See the module docstring for what is added to the engine's steps.  ``trace`` (a list,
     per-step engines only) receives, before every step t, boxes (lo, hi) [K, P] that contain
     theta'_t for every dataset within k substitutions (relational engines cap their intermediate
-    bounds with them)."""
+    bounds with them).  ``device`` (default: the device of ``x``): where every box and bound is
+    computed; the inputs are moved there and the envelopes are returned there (float64 on every
+    device)."""
     cert = certificate if certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
-    x = x.to(DTYPE)
-    y = model.loss.labels(y)
-    ks = torch.as_tensor(sorted(set(int(k) for k in k_values)), dtype=torch.long)
+    dev = x.device if device is None else torch.device(device)
+    check_device(cert, dev)
+    x = x.to(device=dev, dtype=DTYPE)
+    y = model.loss.labels(y).to(dev)
+    ks = torch.as_tensor(sorted(set(int(k) for k in k_values)), dtype=torch.long, device=dev)
     if len(ks) == 0 or int(ks[0]) < 1:
         raise ValueError("k_values must be non-empty radii >= 1")
     n = x.shape[0]
-    plan = batch_plan(n, settings) if plan is None else plan
+    plan = (batch_plan(n, settings) if plan is None else plan).to(dev)
     K, P = len(ks), model.n_params
-    theta = theta_init.to(DTYPE).clone()
-    qs = torch.cat([torch.zeros(1, dtype=torch.long), ks])            # row 0: radius 0 (the nominal)
+    theta = theta_init.to(device=dev, dtype=DTYPE).clone()
+    qs = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), ks])   # row 0: radius 0 (the nominal)
     lo = theta.expand(K + 1, P).clone()
     hi = lo.clone()
     if start_box is not None:
-        lo[1:], hi[1:] = start_box.lo, start_box.hi
+        lo[1:], hi[1:] = start_box.lo.to(dev), start_box.hi.to(dev)
     c_lo, c_hi = lo.amin(0), hi.amax(0)                                # the trivial cover C_0
     step_range = range(settings.steps) if steps is None else steps
     full = plan.shape[1] == n
@@ -236,8 +261,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     live = qs < limit
     n_live = int(live.sum())
     q_live = qs[:n_live]
-    grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E
-    chunk = _chunks(n_live, b, P, factor=cert.memory_factor)
+    grade = torch.arange(K + 1, dtype=DTYPE, device=dev).unsqueeze(-1)   # graded widening i * E
+    chunk = _chunks(n_live, b, P, factor=cert.memory_factor, device=dev)
     # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
     # window's start (``cert.window_bounds``); every other engine goes one step at a time.
     order = list(step_range)
@@ -268,7 +293,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
             nb = cert.window_bounds(model, Interval(lo[:n_live], hi[:n_live]), x, y, plan=plan, steps=block,
                                     ks=q_live, settings=settings, magnitude=mag,
-                                    step_boxes=partial(_step_boxes, model, x, y, settings, plan))
+                                    step_boxes=partial(_step_boxes, model, x, y, settings, plan, device=dev))
             new_lo, new_hi = nb.lo, nb.hi
         else:
             new_lo, new_hi = _one_step(cert, model, lo[:n_live], hi[:n_live], xb, yb, q_live, settings, chunk)
@@ -312,7 +337,7 @@ def epoch_length(plan: torch.Tensor, n: int) -> int | None:
 def ledger_width(ks: torch.Tensor, s: int, *, rho: float) -> torch.Tensor:
     """Half-width [K] of the substitution ledger after ``s`` steps of an epoch (module docstring):
     k * rho for s >= 1, 0 at the epoch's start."""
-    return ks.to(DTYPE) * rho if s > 0 else torch.zeros(len(ks), dtype=DTYPE)
+    return ks.to(DTYPE) * rho if s > 0 else torch.zeros(len(ks), dtype=DTYPE, device=ks.device)
 
 
 def _intersect_down(lo, hi):

@@ -114,8 +114,16 @@ Y_CAP = 1024.0
 # The coupled (vertex) maximum when 2^P * b * P stays below this many elements per box.
 COUPLED_ELEMENTS = 2 ** 22
 COUPLED_MAX_PARAMS = 12
-# Elements of the [boxes, vertices, b, P] temporaries handled at once.
+# Elements of the [boxes, vertices, b, P] temporaries handled at once (CPU; a CUDA device takes
+# DEVICE_CHUNK_ELEMENTS: large kernels, and its memory budget is AGT's chunking).
 CHUNK_ELEMENTS = 2 ** 23
+DEVICE_CHUNK_ELEMENTS = 2 ** 27
+
+
+def chunk_elements(device) -> int:
+    """Elements of the step's [boxes, vertices, b, P] temporaries handled at once on ``device``."""
+    return CHUNK_ELEMENTS if torch.device(device).type == "cpu" else DEVICE_CHUNK_ELEMENTS
+
 
 
 def _coupled_mode(P: int, b: int) -> bool:
@@ -127,12 +135,12 @@ def _rows(t: torch.Tensor, src: torch.Tensor | None) -> torch.Tensor:
     return t if src is None else t[src]
 
 
-def head_index(model: ModelSpec) -> torch.Tensor:
+def head_index(model: ModelSpec, device=None) -> torch.Tensor:
     """[C, D] flat-parameter index of (row c, input j) of a single-layer head (j = d: bias)."""
     d, C = model.widths
-    idx = torch.empty(C, d + 1, dtype=torch.long)
-    idx[:, :d] = torch.arange(C * d).view(C, d)
-    idx[:, d] = C * d + torch.arange(C)
+    idx = torch.empty(C, d + 1, dtype=torch.long, device=device)
+    idx[:, :d] = torch.arange(C * d, device=device).view(C, d)
+    idx[:, d] = C * d + torch.arange(C, device=device)
     return idx
 
 
@@ -164,7 +172,7 @@ def _relaxation(model: ModelSpec, TL: torch.Tensor, TU: torch.Tensor, xt: torch.
     zu = torch.einsum("mcd,nd->mnc", TU, xp) + torch.einsum("mcd,nd->mnc", TL, xn)
     al, au, bl, bu, rl, ru = model.loss.grad_linear_bounds(zl, zu, y)
     if al.shape[-1] == 1 and C > 1:                                         # diagonal slopes
-        eye = torch.eye(C, dtype=al.dtype)
+        eye = torch.eye(C, dtype=al.dtype, device=al.device)
         al, au = al * eye, au * eye
     ph_lo, ph_hi = model.loss.grad_bounds(zl, zu, y)                        # isotone interval of phi
     xp4, xn4 = xp.view(1, -1, 1, xp.shape[-1]), xn.view(1, -1, 1, xn.shape[-1])
@@ -191,7 +199,7 @@ def _coupled(TL, TU, xt, rel, kk, src, lam, s, g):
     cl, cu, ol, ou, _, _, reg_l, reg_u, const_l, const_u = rel
     M, C, D = TL.shape
     P = C * D
-    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool).view(-1, C, D)
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool, device=TL.device).view(-1, C, D)
     th = torch.where(verts.unsqueeze(0), TU.unsqueeze(1), TL.unsqueeze(1))          # [M, V, C, D]
     z = torch.einsum("mvcd,nd->mvnc", th, xt)                                        # [M, V, n, C]
     Lv = (torch.einsum("mnjdq,mvnq->mvnjd", cl, z) + ol.unsqueeze(1)).clamp(max=g)  # min(lam_L, gamma)
@@ -234,7 +242,7 @@ def _flat(TL, TU, xt, rel, kk, src, lam, s, g):
     coef_u = torch.einsum("mncdq,ne->mcdqe", cu * su.unsqueeze(-1), xt).reshape(M, P, P)
     off_l = torch.where(reg_l, sl * ol + il, const_l).sum(1).reshape(M, P)
     off_u = torch.where(reg_u, su * ou + iu, const_u).sum(1).reshape(M, P)
-    eye = lam * torch.eye(P, dtype=TL.dtype)
+    eye = lam * torch.eye(P, dtype=TL.dtype, device=TL.device)
     tl, tu = TL.reshape(M, 1, P), TU.reshape(M, 1, P)
     mu = eye - s * coef_l                                                          # upper of theta'
     hi = (mu.clamp(min=0) * tu + mu.clamp(max=0) * tl).sum(-1) - s * off_l
@@ -256,20 +264,22 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
     n = x.shape[0]
     dt = boxes.lo.dtype
     s = settings.lr / n
-    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1).T.contiguous()         # [P, n] (W then b)
+    dev = boxes.lo.device
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt, device=dev)], 1).T.contiguous()   # [P, n] (W then b)
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)
     P = xt.shape[0]
-    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool)   # [V, P]
-    kk = subs.clamp(max=n).to(torch.long)
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool, device=dev)   # [V, P]
+    kk = subs.to(dev).clamp(max=n).to(torch.long)
     Q = len(kk)
-    own = torch.arange(Q) if src is None else src
+    own = torch.arange(Q, device=dev) if src is None else src.to(dev)
     cap = _caps(x, y)
     two_x = 2 * xt                                                             # [P, n]
-    lo_out = torch.empty(Q, P, dtype=dt)
-    hi_out = torch.empty(Q, P, dtype=dt)
-    step = max(1, CHUNK_ELEMENTS // ((2 ** P) * n * P))
+    inf = torch.tensor(float("inf"), dtype=dt, device=dev)
+    lo_out = torch.empty(Q, P, dtype=dt, device=dev)
+    hi_out = torch.empty(Q, P, dtype=dt, device=dev)
+    step = max(1, chunk_elements(dev) // ((2 ** P) * n * P))
     for a in range(0, Q, step):
-        qs = torch.arange(a, min(Q, a + step))
+        qs = torch.arange(a, min(Q, a + step), device=dev)
         bq, inv = torch.unique(own[qs], return_inverse=True)
         lo, hi = boxes.lo[bq], boxes.hi[bq]                                     # [M, P]
         r_lo = lo @ xp + hi @ xn - y                                            # exact residual range [M, n]
@@ -277,19 +287,26 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
         z1, z2 = two_x * r_lo.unsqueeze(1), two_x * r_hi.unsqueeze(1)           # [M, P, n]
         zl, zu = torch.minimum(z1, z2), torch.maximum(z1, z2)
         cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)                               # IBP = the constants
-        reg_l = ((zl >= -g) & cap).unsqueeze(1)                                 # min(z, gamma) [M, 1, P, n]
-        reg_u = ((zu <= g) & cap).unsqueeze(1)                                  # max(z, -gamma)
+        reg_l = (zl >= -g) & cap                                                # min(z, gamma) [M, P, n]
+        reg_u = (zu <= g) & cap                                                 # max(z, -gamma)
         k_q = kk[qs]
         kg = (k_q.to(dt) * g).unsqueeze(-1)
         ibp_lo = lam * lo[inv] - s * (cu.sum(-1)[inv] - top_sum(cu, k_q, inv, largest=False) + kg)
         ibp_hi = lam * hi[inv] - s * (cl.sum(-1)[inv] - top_sum(cl, k_q, inv, largest=True) - kg)
+        # where(reg, min(z, gamma), c) as one clamp with per-entry bounds (-inf, gamma) or (c, c):
+        # the same numbers (min(max(z, c), c) = c) without torch.where's broadcast, which is slow
+        lo_l = torch.where(reg_l, -inf, cl).unsqueeze(1)                        # [M, 1, P, n]
+        hi_l = torch.where(reg_l, g, cl).unsqueeze(1)
+        lo_u = torch.where(reg_u, -g, cu).unsqueeze(1)
+        hi_u = torch.where(reg_u, inf, cu).unsqueeze(1)
         th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))  # [M, V, P]
         rv = th @ xt - y                                                        # [M, V, n]
         zv = two_x.unsqueeze(0) * rv.unsqueeze(2)                               # [M, V, P, n]
-        Lv = torch.where(reg_l, zv.clamp(max=g), cl.unsqueeze(1))
-        Uv = torch.where(reg_u, zv.clamp(min=-g), cu.unsqueeze(1))
-        top_l = top_sum(Lv + g, k_q, inv, largest=True)                         # [q, V, P]
-        top_u = top_sum(g - Uv, k_q, inv, largest=True)
+        Lv = torch.clamp(zv, lo_l, hi_l)
+        Uv = torch.clamp(zv, lo_u, hi_u, out=zv)
+        # top-k of Lv + gamma and of gamma - Uv: selected from Lv, Uv and shifted (the same numbers)
+        top_l = top_sum(Lv, k_q, inv, largest=True, transform=lambda t: t + g)  # [q, V, P]
+        top_u = top_sum(Uv, k_q, inv, largest=False, transform=lambda t: g - t)
         up = lam * th[inv] - s * Lv.sum(-1)[inv] + s * top_l
         dn = lam * th[inv] - s * Uv.sum(-1)[inv] - s * top_u
         mag = torch.maximum(hi, -lo).amax(-1, keepdim=True)[inv]
@@ -318,30 +335,31 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     P = C * D
     dt = boxes.lo.dtype
     s = settings.lr / n
-    flat_idx = head_index(model).reshape(-1)
-    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1)                      # [n, D]
+    dev = boxes.lo.device
+    flat_idx = head_index(model, dev).reshape(-1)
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt, device=dev)], 1)          # [n, D]
     TL, TU = boxes.lo[:, flat_idx].view(-1, C, D), boxes.hi[:, flat_idx].view(-1, C, D)
     M = TL.shape[0]
     if mode is None:
         mode = "coupled" if _coupled_mode(P, n) else "flat"
-    kk = subs.clamp(max=n).to(torch.long)
+    kk = subs.to(dev).clamp(max=n).to(torch.long)
     Q = len(kk)
-    own = torch.arange(Q) if src is None else src
+    own = torch.arange(Q, device=dev) if src is None else src.to(dev)
     cap = _caps(x, y)
-    lo_cd = torch.empty(Q, C, D, dtype=dt)
-    hi_cd = torch.empty(Q, C, D, dtype=dt)
+    lo_cd = torch.empty(Q, C, D, dtype=dt, device=dev)
+    hi_cd = torch.empty(Q, C, D, dtype=dt, device=dev)
     per_box = (2 ** P if mode == "coupled" else P) * n * P
-    step = max(1, CHUNK_ELEMENTS // max(per_box, 1))
+    step = max(1, chunk_elements(dev) // max(per_box, 1))
     for a in range(0, Q, step):
-        qs = torch.arange(a, min(Q, a + step))
+        qs = torch.arange(a, min(Q, a + step), device=dev)
         boxes_q, inv = torch.unique(own[qs], return_inverse=True)
         TLb, TUb = TL[boxes_q], TU[boxes_q]
         rel = _relaxation(model, TLb, TUb, xt, y, g, cap)
         fn = _coupled if mode == "coupled" else _flat
         lo_q, hi_q = fn(TLb, TUb, xt, rel, kk[qs], inv, lam, s, g)
         lo_cd[qs], hi_cd[qs] = lo_q, hi_q
-    lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
-    hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
+    lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt, device=dev)
+    hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt, device=dev)
     lo_out[:, flat_idx], hi_out[:, flat_idx] = lo_cd.reshape(Q, P), hi_cd.reshape(Q, P)
     # rounding of the joint bound before it meets IBP's: relative to an isotone magnitude (the
     # box's largest |theta|), so the margin itself only grows with the box

@@ -56,8 +56,8 @@ def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch
     lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
     if out is None:
-        lo_buf = torch.empty(K, P, n, dtype=theta.lo.dtype)
-        hi_buf = torch.empty(K, P, n, dtype=theta.lo.dtype)
+        lo_buf = torch.empty(K, P, n, dtype=theta.lo.dtype, device=theta.lo.device)
+        hi_buf = torch.empty(K, P, n, dtype=theta.lo.dtype, device=theta.lo.device)
     else:
         lo_buf, hi_buf = out
     xt = x.transpose(0, 1).contiguous()
@@ -114,7 +114,7 @@ def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: to
     lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, P = theta.lo.shape[0], model.n_params
     F = len(TAU_FRACTIONS)
-    stats = [torch.empty(K, P, F, dtype=theta.lo.dtype) for _ in range(2)]
+    stats = [torch.empty(K, P, F, dtype=theta.lo.dtype, device=theta.lo.device) for _ in range(2)]
     xt = x.transpose(0, 1).contiguous()
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)
     for l in range(model.n_layers - 1, -1, -1):

@@ -128,7 +128,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     summary = results[results.epsilon == 1.0][["arm", "mechanism", "regime", "mae", "mse", "ss_mean"]] if len(results) else results
     if len(summary):
         log.info("at eps=1:\n%s", summary.to_string(index=False))
-    return with_provenance({"results": results, "certificate": cert, **extra}, ds)
+    return with_provenance({"results": results, "certificate": cert, **extra}, ds, device=exp.device)
 
 
 def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> pd.DataFrame:
@@ -175,4 +175,4 @@ def run_certify(settings: ExperimentSettings, *, progress: bool = True) -> dict[
     log.info("certified %d radii in %.1f s", len(ks), timing["agt_seconds"])
     betas = sorted({REFERENCE_BETA} | ({exp.privacy.beta} if exp.privacy.beta else set()))
     return with_provenance({"certificate": staircase_frame(exp, sc, betas), "envelopes": pd.DataFrame(env_rows)},
-                           exp.dataset)
+                           exp.dataset, device=exp.device)

@@ -248,7 +248,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
                  lb.k_b, lb.n_b, ("n/a (the clipped ranges differ)" if not same_range else f"{exact_loss:.4f}" if delta == 0
                   else f"delta(eps)={exact_delta:.3g}"),
                  "  VIOLATION" if viol else "")
-    out = with_provenance({"results": pd.DataFrame(rows)}, exp.dataset)
+    out = with_provenance({"results": pd.DataFrame(rows)}, exp.dataset, device=exp.device)
     if violated:
         log.error("dpaudit: the empirical lower bound exceeds the claimed epsilon")
         out["_exit_code"] = 1

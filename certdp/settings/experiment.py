@@ -91,7 +91,10 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
         if run.selection == "fixed":
             arms = extra["ags"].baselines if command == "ags" else extra["baselines"].arms
             check_fixed_selection(extra["baselines"], arms)
+    certificate = certificate_settings(sec["certificate"])
+    from certdp.bounds import check_device
+    check_device(certificate.engine, run.device)        # an engine that cannot run there: refused now
     return ExperimentSettings(
         run=run, dataset=MappingProxyType(dataset), model=model, train=train,
-        staircase=staircase_settings(sec["staircase"]), certificate=certificate_settings(sec["certificate"]),
+        staircase=staircase_settings(sec["staircase"]), certificate=certificate,
         privacy=privacy_settings(privacy_cfg, query=query), **extra)
