@@ -36,9 +36,13 @@ def main() -> None:
     ap.add_argument("--case", default="linear", choices=["linear", "california", "california_tau", "softmax"])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (1 makes a loaded machine's timings comparable: no barriers)")
     a = ap.parse_args()
     old = load_old(a.old)
     import torch
+    if a.threads:
+        torch.set_num_threads(a.threads)
 
     import certdp.agt
     import certdp.bounds
@@ -72,20 +76,24 @@ def main() -> None:
         ts = dict(steps=a.steps or 2, lr=2.0, clip=0.02, contraction=0.6)
         ks = list(range(1, 257)) + [n]
     times = {"old": [], "new": []}
+    cpu = {"old": [], "new": []}
     outs = {}
     for _ in range(a.repeats):
         for tag, mods in (("old", old), ("new", new)):
             m = mods["certdp.models"].ModelSpec(widths, loss)
             s = mods["certdp.training"].TrainSettings(**ts)
             cert = mods["certdp.bounds"].get_certificate(eng, **opts)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             env = mods["certdp.agt"].run_agt(m, m.init(0), x, y, s, ks, certificate=cert, progress=False)
             times[tag].append(time.perf_counter() - t)
+            cpu[tag].append(time.process_time() - c)
             outs[tag] = env
     same = all(torch.equal(getattr(outs["old"], f), getattr(outs["new"], f)) for f in ("lo", "hi", "nominal"))
     o, nw = min(times["old"]), min(times["new"])
-    print(f"case={a.case} steps={ts['steps']} |K|={len(ks)}  old {o:.2f} s  new {nw:.2f} s  "
-          f"old/new = {o / nw:.2f}  envelopes identical: {same}")
+    co, cn = min(cpu["old"]), min(cpu["new"])
+    print(f"case={a.case} steps={ts['steps']} |K|={len(ks)} threads={torch.get_num_threads()}  wall: old {o:.2f} s  "
+          f"new {nw:.2f} s  old/new = {o / nw:.2f}   cpu: old {co:.2f} s  new {cn:.2f} s  old/new = {co / cn:.2f}  "
+          f"envelopes identical: {same}")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,37 @@ from certdp.bounds.interval import Interval, output_bounds
 _COMPUTE_HOOKS = ("per_sample_gradient_bounds", "batch_sum_bounds", "step_bounds")
 
 
+class Workspace:
+    """Named scratch tensors reused across calls on the CPU.
+
+    A step's large temporaries ([boxes, ..., b] float64, tens of MB) are the same shapes every
+    step; freshly allocated, each costs a page fault per 4 KiB on first touch (glibc does not hand
+    freed aligned blocks back to the next aligned allocation), which measured more than the
+    arithmetic on them.  ``get(name, shape)`` returns a view of a buffer kept under ``name``
+    (grown when too small).  Callers use a name for one live tensor at a time and never return
+    the view.  On a CUDA device it allocates (the caching allocator already reuses memory)."""
+
+    def __init__(self):
+        self._bufs: dict = {}
+
+    def get(self, name: str, shape: tuple, dtype, device) -> torch.Tensor:
+        dev = torch.device(device)
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        if dev.type != "cpu":
+            return torch.empty(shape, dtype=dtype, device=dev)
+        key = (name, dtype)
+        buf = self._bufs.get(key)
+        if buf is None or buf.numel() < numel:
+            self._bufs.pop(key, None)
+            buf = self._bufs[key] = torch.empty(numel, dtype=dtype)
+        return buf[:numel].view(shape)
+
+
+WORKSPACE = Workspace()
+
+
 class Certificate(ABC):
     """Base class of the bound-propagation engines (see the module docstring for the contract)."""
 

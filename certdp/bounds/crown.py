@@ -100,9 +100,9 @@ import itertools
 
 import torch
 
-from certdp.bounds.aggregate import batch_sum, clipped_gd_step, top_sum
-from certdp.bounds.base import Certificate
-from certdp.bounds.ibp import check_substitutions, gradient_bounds
+from certdp.bounds.aggregate import clipped_gd_step, top_sum
+from certdp.bounds.base import WORKSPACE, Certificate
+from certdp.bounds.ibp import check_substitutions, gradient_bounds, gradient_topk_sums
 from certdp.bounds.interval import Interval
 from certdp.losses import MSE, Hinge
 from certdp.models import ModelSpec
@@ -146,9 +146,10 @@ def head_index(model: ModelSpec, device=None) -> torch.Tensor:
 
 def ibp_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
              subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
-    """The IBP step with top-k aggregation (the intersection partner of every CROWN step)."""
-    g = gradient_bounds(model, boxes, x, y, clip=settings.clip)
-    sums = batch_sum(g, subs=subs, src=src, clip=settings.clip)
+    """The IBP step with top-k aggregation (the intersection partner of every CROWN step), from
+    the fused per-block sums (:func:`certdp.bounds.ibp.gradient_topk_sums`: the numbers of
+    ``batch_sum(gradient_bounds(...))``)."""
+    sums = gradient_topk_sums(model, boxes, x, y, subs=subs, src=src, clip=settings.clip)
     return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
 
 
@@ -282,27 +283,44 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
         qs = torch.arange(a, min(Q, a + step), device=dev)
         bq, inv = torch.unique(own[qs], return_inverse=True)
         lo, hi = boxes.lo[bq], boxes.hi[bq]                                     # [M, P]
-        r_lo = lo @ xp + hi @ xn - y                                            # exact residual range [M, n]
-        r_hi = hi @ xp + lo @ xn - y
-        z1, z2 = two_x * r_lo.unsqueeze(1), two_x * r_hi.unsqueeze(1)           # [M, P, n]
-        zl, zu = torch.minimum(z1, z2), torch.maximum(z1, z2)
-        cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)                               # IBP = the constants
-        reg_l = (zl >= -g) & cap                                                # min(z, gamma) [M, P, n]
-        reg_u = (zu <= g) & cap                                                 # max(z, -gamma)
+        M = lo.shape[0]
+        ws = [WORKSPACE.get(f"crown.mse.{j}", (M, P, n), dt, dev) for j in range(8)]   # reused: see Workspace
+        rw = [WORKSPACE.get(f"crown.mse.r{j}", (M, n), dt, dev) for j in range(4)]
+        r_lo = torch.mm(lo, xp, out=rw[0]).add_(torch.mm(hi, xn, out=rw[1])).sub_(y)   # exact residual range [M, n]
+        r_hi = torch.mm(hi, xp, out=rw[2]).add_(torch.mm(lo, xn, out=rw[3])).sub_(y)
+        z1 = torch.mul(two_x, r_lo.unsqueeze(1), out=ws[0])                     # [M, P, n]
+        z2 = torch.mul(two_x, r_hi.unsqueeze(1), out=ws[1])
+        zl = torch.minimum(z1, z2, out=ws[2])
+        zu = torch.maximum(z1, z2, out=ws[1])
+        cl = torch.clamp(zl, -g, g, out=ws[0])                                  # IBP = the constants
+        cu = torch.clamp(zu, -g, g, out=ws[3])
+        # regimes as 0/1 floats: lower min(z, gamma) where zl >= -gamma, upper max(z, -gamma) where
+        # zu <= gamma (records within the caps only)
+        f_l = WORKSPACE.get("crown.mse.fl", (M, P, n), dt, dev).copy_(
+            torch.ge(zl, -g, out=WORKSPACE.get("crown.mse.bl", (M, P, n), torch.bool, dev)))
+        f_u = WORKSPACE.get("crown.mse.fu", (M, P, n), dt, dev).copy_(
+            torch.le(zu, g, out=WORKSPACE.get("crown.mse.bu", (M, P, n), torch.bool, dev)))
+        if not bool(cap.all()):
+            f_l.mul_(cap)
+            f_u.mul_(cap)
         k_q = kk[qs]
         kg = (k_q.to(dt) * g).unsqueeze(-1)
         ibp_lo = lam * lo[inv] - s * (cu.sum(-1)[inv] - top_sum(cu, k_q, inv, largest=False) + kg)
         ibp_hi = lam * hi[inv] - s * (cl.sum(-1)[inv] - top_sum(cl, k_q, inv, largest=True) - kg)
         # where(reg, min(z, gamma), c) as one clamp with per-entry bounds (-inf, gamma) or (c, c):
-        # the same numbers (min(max(z, c), c) = c) without torch.where's broadcast, which is slow
-        lo_l = torch.where(reg_l, -inf, cl).unsqueeze(1)                        # [M, 1, P, n]
-        hi_l = torch.where(reg_l, g, cl).unsqueeze(1)
-        lo_u = torch.where(reg_u, -g, cu).unsqueeze(1)
-        hi_u = torch.where(reg_u, inf, cu).unsqueeze(1)
+        # the same numbers (min(max(z, c), c) = c) without torch.where, which is slow.  The bounds
+        # themselves without torch.where, exactly: c lies in [-gamma, gamma], f in {0, 1}, and
+        # f*2g - g, inf*(1 - 2f) are exactly -+gamma, +-inf
+        lo_l = torch.minimum(cl, torch.mul(f_l, -2.0, out=ws[4]).add_(1.0).mul_(inf), out=ws[4]).unsqueeze(1)
+        hi_l = torch.maximum(cl, torch.mul(f_l, 2 * g, out=ws[5]).sub_(g), out=ws[5]).unsqueeze(1)
+        lo_u = torch.minimum(cu, torch.mul(f_u, -2 * g, out=ws[6]).add_(g), out=ws[6]).unsqueeze(1)
+        hi_u = torch.maximum(cu, torch.mul(f_u, 2.0, out=ws[7]).sub_(1.0).mul_(inf), out=ws[7]).unsqueeze(1)
         th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))  # [M, V, P]
-        rv = th @ xt - y                                                        # [M, V, n]
-        zv = two_x.unsqueeze(0) * rv.unsqueeze(2)                               # [M, V, P, n]
-        Lv = torch.clamp(zv, lo_l, hi_l)
+        rv = torch.matmul(th, xt, out=WORKSPACE.get("crown.mse.rv", (M, th.shape[1], n), dt, dev)).sub_(y)   # [M, V, n]
+        V = th.shape[1]
+        zv = torch.mul(two_x.unsqueeze(0), rv.unsqueeze(2),
+                       out=WORKSPACE.get("crown.mse.zv", (M, V, P, n), dt, dev))   # [M, V, P, n]
+        Lv = torch.clamp(zv, lo_l, hi_l, out=WORKSPACE.get("crown.mse.Lv", (M, V, P, n), dt, dev))
         Uv = torch.clamp(zv, lo_u, hi_u, out=zv)
         # top-k of Lv + gamma and of gamma - Uv: selected from Lv, Uv and shifted (the same numbers)
         top_l = top_sum(Lv, k_q, inv, largest=True, transform=lambda t: t + g)  # [q, V, P]
@@ -475,6 +493,11 @@ class CROWN(Certificate):
         if self._mlp1(model):
             return mlp1_gradient_bounds(model, theta, x, y, clip=clip, out=out)
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
+
+    def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
+        if self._mlp1(model):
+            return super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)
+        return gradient_topk_sums(model, boxes, x, y, subs=subs, src=src, clip=clip)
 
     def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
         if model.n_layers == 1:
