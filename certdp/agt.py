@@ -109,6 +109,8 @@ D, as the ceiling radius N of condition (C) needs).  So the ledger with IBP (top
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -121,6 +123,8 @@ from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
+
+log = logging.getLogger("certdp")
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,47 @@ def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
         nb = cert.step_bounds(model, Interval(lo[sl], hi[sl]), xb, yb, subs=ks[sl], settings=settings)
         new_lo[sl], new_hi[sl] = nb.lo, nb.hi
     return new_lo, new_hi
+
+
+class Calibration:
+    """The time estimate of one AGT pass, logged once after its first steps when the pass will
+    take longer than :attr:`min_seconds` (a request for the paper's radii on a CPU says what it
+    costs before the hours start).  The first step is left out of the rate (it compiles, and
+    allocates what later steps reuse); every step reads a number of the boxes back (the
+    margins), so the times are the device's, not queued work."""
+
+    min_seconds = 120.0
+
+    def __init__(self, *, steps: int, radii: int, engine: str, device, calibrate: int = 2):
+        self.steps, self.radii, self.engine, self.device = steps, radii, engine, torch.device(device)
+        self.calibrate = calibrate
+        self.done = 0
+        self.t0: float | None = None
+        self.estimate: float | None = None        # seconds for the whole pass, once known
+
+    def tick(self, n: int = 1) -> None:
+        """``n`` more steps done."""
+        self.done += n
+        if self.estimate is not None:
+            return
+        if self.t0 is None:
+            self.t0, self.first = time.perf_counter(), self.done
+            return
+        if self.done - self.first >= self.calibrate:
+            rate = (time.perf_counter() - self.t0) / (self.done - self.first)
+            self.estimate = rate * self.steps
+            if self.estimate >= self.min_seconds:
+                log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step (steps %d-%d): about %s",
+                         self.engine, self.radii, self.steps, self.device, rate, self.first + 1, self.done,
+                         _duration(self.estimate))
+
+
+def _duration(sec: float) -> str:
+    if sec < 120:
+        return f"{sec:.0f} s"
+    if sec < 7200:
+        return f"{sec / 60:.0f} min"
+    return f"{sec / 3600:.1f} h"
 
 
 def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) -> tuple[torch.Tensor, torch.Tensor]:
@@ -270,9 +315,11 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
               else [[t] for t in order])
     E = epoch_length(plan, n) if (window is None and not full
                                   and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
+    clock = Calibration(steps=len(order), radii=K, engine=cert.name, device=dev)
     if E is not None and int(ks[0]) < b * E:
         lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
-                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade)
+                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade,
+                                    clock=clock)
         nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
         return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
     if trace is not None and window:
@@ -312,6 +359,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         lo[1:] = torch.flip(torch.cummax(torch.flip(lo[1:], [0]), 0).values, [0])
         hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
         theta = new_theta
+        clock.tick(len(block))
     # The released nominal: the trained parameters, inside the radius-0 box (the engine's bound on
     # the same trajectory; they differ by rounding only).
     nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
@@ -350,7 +398,7 @@ def _intersect_down(lo, hi):
 
 
 def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, qs, settings, *, E, chunk,
-                progress, trace, grade):
+                progress, trace, grade, clock: Calibration | None = None):
     """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
     first); returns (lo, hi, theta) with a row per entry of ``qs``."""
     lam, lr, gamma = settings.contraction, settings.lr, settings.clip
@@ -411,6 +459,8 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
         wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
         B_lo, B_hi = _intersect_down(nb.lo - m - wid, nb.hi + m + wid)
         s += 1
+        if clock is not None:
+            clock.tick()
     B_lo, B_hi = fold(B_lo, B_hi, s)
     n_c = len(qs) - n_led
     lo = torch.cat([B_lo, c_lo.expand(n_c, -1)], 0)

@@ -59,7 +59,8 @@ CANDIDATE_MIN_K = 64
 CANDIDATE_MAX_FRACTION = 0.25
 
 
-def _candidate_index(v: torch.Tensor, kmax: int, largest: bool) -> torch.Tensor | None:
+def _candidate_index(v: torch.Tensor, kmax: int, largest: bool,
+                     bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
     """Indices [C, W] (``-1`` pads) of candidate samples per column for the ``kmax`` largest
     (smallest) entries along the last axis of ``v`` [M, C, n] in every box m, or None when they
     are not few (or a NaN makes the order undefined).
@@ -70,9 +71,11 @@ def _candidate_index(v: torch.Tensor, kmax: int, largest: bool) -> torch.Tensor 
     is <= tau in every box, so it is at most the kmax-th largest entry of the box among
     S + {i : hi_i > tau}.  Hence the kmax largest entries of every box, as a multiset, and their
     sorted sequence (ties are equal values) are the same over the candidates as over all samples:
-    sums read from them are bit-identical.  (Mirror image for the smallest.)"""
+    sums read from them are bit-identical.  (Mirror image for the smallest.)  ``bounds``: any
+    (lo, hi) [C, n] with lo <= v[m] <= hi for every box m, exactly for the computed values (the
+    caller's cheaper bounds instead of the two passes over v)."""
     n = v.shape[-1]
-    lo, hi = v.amin(0), v.amax(0)                                      # [C, n]
+    lo, hi = (v.amin(0), v.amax(0)) if bounds is None else bounds     # [C, n]
     if bool(torch.isnan(lo).any()):             # amin propagates NaN: the order is undefined
         return None
     if largest:
@@ -96,11 +99,13 @@ def _candidate_index(v: torch.Tensor, kmax: int, largest: bool) -> torch.Tensor 
     return idx
 
 
-def top_values(v: torch.Tensor, kmax: int, *, largest: bool, dim: int = -1) -> torch.Tensor:
+def top_values(v: torch.Tensor, kmax: int, *, largest: bool, dim: int = -1,
+               bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """``torch.topk(v, kmax, dim, largest, sorted=True).values``, bit for bit, computed on shared
     candidates when ``v`` holds several boxes (axis 0) whose extreme entries are few
     (:func:`_candidate_index`): one aminmax pass and a top-k over the candidates instead of a
-    top-k over all samples of every box."""
+    top-k over all samples of every box.  ``bounds`` (each broadcastable to ``v[0]`` with the
+    sample axis moved last): exact bounds of the entries over the boxes (:func:`_candidate_index`)."""
     dim = dim % v.dim()
     n = v.shape[dim]
     if v.shape[0] < CANDIDATE_MIN_BOXES or dim == 0 or kmax < CANDIDATE_MIN_K or kmax * 8 > n:
@@ -108,7 +113,9 @@ def top_values(v: torch.Tensor, kmax: int, *, largest: bool, dim: int = -1) -> t
     w = v.movedim(dim, -1)
     shape = w.shape
     flat = w.reshape(shape[0], -1, n)                                  # [M, C, n]
-    idx = _candidate_index(flat, kmax, largest)
+    if bounds is not None:
+        bounds = tuple(b.expand(*shape[1:]).reshape(-1, n) for b in bounds)
+    idx = _candidate_index(flat, kmax, largest, bounds)
     if idx is None:
         return torch.topk(v, kmax, dim=dim, largest=largest, sorted=True).values
     pad = idx < 0
@@ -119,7 +126,8 @@ def top_values(v: torch.Tensor, kmax: int, *, largest: bool, dim: int = -1) -> t
 
 
 def top_sum(v: torch.Tensor, subs: torch.Tensor, src: torch.Tensor | None = None, *, largest: bool,
-            dim: int = -1, cap: int | None = None, transform=None) -> torch.Tensor:
+            dim: int = -1, cap: int | None = None, transform=None,
+            bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Sum of the ``subs[q]`` largest (``largest=False``: smallest) entries of ``v[src[q]]`` along
     ``dim`` (not 0, the box axis): [Q, *rest] for ``v`` [M, ...] and ``subs``, ``src`` [Q].
 
@@ -129,7 +137,8 @@ def top_sum(v: torch.Tensor, subs: torch.Tensor, src: torch.Tensor | None = None
     ``transform``: an element-wise map applied to the selected entries before they are summed,
     monotone in the direction that keeps them the extreme ones (``lambda t: t + g`` with
     ``largest``, ``lambda t: g - t`` with ``largest=False``): the same numbers, bit for bit, as
-    selecting from ``transform(v)`` with the matching direction, without forming it."""
+    selecting from ``transform(v)`` with the matching direction, without forming it.
+    ``bounds``: exact bounds of ``v`` over its boxes, for the shared candidates (:func:`top_values`)."""
     dim = dim % v.dim()
     kmin, kmax = (int(t) for t in torch.aminmax(subs))
     if cap is not None:
@@ -137,7 +146,7 @@ def top_sum(v: torch.Tensor, subs: torch.Tensor, src: torch.Tensor | None = None
     if kmax == 0:
         return torch.zeros(len(subs), *[s for i, s in enumerate(v.shape) if i not in (0, dim)], dtype=v.dtype,
                            device=v.device)
-    vals = (top_values(v, kmax, largest=largest, dim=dim) if cap is None
+    vals = (top_values(v, kmax, largest=largest, dim=dim, bounds=bounds) if cap is None
             else torch.topk(v, kmax, dim=dim, largest=largest, sorted=True).values)
     if transform is not None:
         vals = transform(vals)

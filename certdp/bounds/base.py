@@ -136,7 +136,7 @@ class Workspace:
         buf = self._bufs.get(key)
         if buf is None or buf.numel() < numel:
             self._bufs.pop(key, None)
-            buf = self._bufs[key] = torch.empty(numel, dtype=dtype)
+            buf = self._bufs[key] = torch.empty(numel, dtype=dtype, device="cpu")
         return buf[:numel].view(shape)
 
 

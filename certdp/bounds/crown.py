@@ -309,22 +309,34 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
         ibp_hi = lam * hi[inv] - s * (cl.sum(-1)[inv] - top_sum(cl, k_q, inv, largest=True) - kg)
         # where(reg, min(z, gamma), c) as one clamp with per-entry bounds (-inf, gamma) or (c, c):
         # the same numbers (min(max(z, c), c) = c) without torch.where, which is slow.  The bounds
-        # themselves without torch.where, exactly: c lies in [-gamma, gamma], f in {0, 1}, and
-        # f*2g - g, inf*(1 - 2f) are exactly -+gamma, +-inf
-        lo_l = torch.minimum(cl, torch.mul(f_l, -2.0, out=ws[4]).add_(1.0).mul_(inf), out=ws[4]).unsqueeze(1)
-        hi_l = torch.maximum(cl, torch.mul(f_l, 2 * g, out=ws[5]).sub_(g), out=ws[5]).unsqueeze(1)
-        lo_u = torch.minimum(cu, torch.mul(f_u, -2 * g, out=ws[6]).add_(g), out=ws[6]).unsqueeze(1)
-        hi_u = torch.maximum(cu, torch.mul(f_u, 2.0, out=ws[7]).sub_(1.0).mul_(inf), out=ws[7]).unsqueeze(1)
+        # themselves without torch.where, exactly: c lies in [-gamma, gamma], f in {0, 1}, so
+        # s = f*2g - g is exactly +gamma (f = 1) or -gamma, and s * -inf is -inf or +inf
+        s_l = torch.mul(f_l, 2 * g, out=ws[4]).sub_(g)
+        hi_l = torch.maximum(cl, s_l, out=ws[5]).unsqueeze(1)
+        lo_l = torch.minimum(cl, s_l.mul_(-inf), out=ws[4]).unsqueeze(1)
+        s_u = torch.mul(f_u, -2 * g, out=ws[6]).add_(g)                         # -gamma (f = 1) or +gamma
+        lo_u = torch.minimum(cu, s_u, out=ws[7]).unsqueeze(1)
+        hi_u = torch.maximum(cu, s_u.mul_(-inf), out=ws[6]).unsqueeze(1)
         th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))  # [M, V, P]
         rv = torch.matmul(th, xt, out=WORKSPACE.get("crown.mse.rv", (M, th.shape[1], n), dt, dev)).sub_(y)   # [M, V, n]
         V = th.shape[1]
         zv = torch.mul(two_x.unsqueeze(0), rv.unsqueeze(2),
                        out=WORKSPACE.get("crown.mse.zv", (M, V, P, n), dt, dev))   # [M, V, P, n]
         Lv = torch.clamp(zv, lo_l, hi_l, out=WORKSPACE.get("crown.mse.Lv", (M, V, P, n), dt, dev))
+        # exact bounds of Lv and Uv over the chunk's boxes and vertices, for the shared top-k
+        # candidates (aggregate.top_values): zv = fl(2 x~ * rv) is monotone in rv (a fixed factor),
+        # and the clamp is monotone in zv, so the extreme residuals bound every entry
+        r_max, r_min = rv.amax((0, 1)), rv.amin((0, 1))                         # [n]
+        za, zb = two_x * r_max, two_x * r_min                                   # [P, n]
+        z_hi, z_lo = torch.maximum(za, zb), torch.minimum(za, zb)
+        bnd_l = (torch.clamp(z_lo, lo_l.squeeze(1), hi_l.squeeze(1)).amin(0),
+                 torch.clamp(z_hi, lo_l.squeeze(1), hi_l.squeeze(1)).amax(0))
+        bnd_u = (torch.clamp(z_lo, lo_u.squeeze(1), hi_u.squeeze(1)).amin(0),
+                 torch.clamp(z_hi, lo_u.squeeze(1), hi_u.squeeze(1)).amax(0))
         Uv = torch.clamp(zv, lo_u, hi_u, out=zv)
         # top-k of Lv + gamma and of gamma - Uv: selected from Lv, Uv and shifted (the same numbers)
-        top_l = top_sum(Lv, k_q, inv, largest=True, transform=lambda t: t + g)  # [q, V, P]
-        top_u = top_sum(Uv, k_q, inv, largest=False, transform=lambda t: g - t)
+        top_l = top_sum(Lv, k_q, inv, largest=True, transform=lambda t: t + g, bounds=bnd_l)   # [q, V, P]
+        top_u = top_sum(Uv, k_q, inv, largest=False, transform=lambda t: g - t, bounds=bnd_u)
         up = lam * th[inv] - s * Lv.sum(-1)[inv] + s * top_l
         dn = lam * th[inv] - s * Uv.sum(-1)[inv] - s * top_u
         mag = torch.maximum(hi, -lo).amax(-1, keepdim=True)[inv]

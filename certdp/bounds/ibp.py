@@ -203,6 +203,30 @@ def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: to
     return tuple(stats)
 
 
+def gradient_sum_stats_blocked(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                               clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gradient_sum_stats`, bit for bit, computed block by block of output units (the same
+    element-wise operations and per-row sums, on blocks that stay in cache): the eager form."""
+    K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
+    dev, dt = theta.lo.device, theta.lo.dtype
+    F = len(TAU_FRACTIONS)
+    stats = [torch.empty(K, P, F, dtype=dt, device=dev) for _ in range(2)]
+    budget = BLOCK_ELEMENTS if dev.type == "cpu" else 1 << 62
+    for l, dlo, dhi, a1, a2, exact in _layer_deltas(model, theta, x, y):
+        sw, sb, (o, i) = model.slices()[l]
+        h = max(1, min(o, budget // max(K * max(i, 2) * n, 1)))   # >= 2 rows per block: see gradient_topk_sums
+        for u0 in range(0, o, h):
+            u1 = min(o, u0 + h)
+            r = _block_stats(dlo[:, u0:u1], dhi[:, u0:u1], a1, a2, clip, exact)
+            w0 = sw.start + u0 * i
+            for j in range(2):
+                stats[j][:, w0:w0 + (u1 - u0) * i] = r[j].reshape(K, (u1 - u0) * i, F)
+        rb = tau_sums(dlo.squeeze(-2).clamp(-clip, clip), dhi.squeeze(-2).clamp(-clip, clip), clip=clip)
+        for j in range(2):
+            stats[j][:, sb] = rb[j]
+    return tuple(stats)
+
+
 _COMPILED: dict = {}
 _COMPILE = {"failed": False}
 COMPILE_MIN_ELEMENTS = 4_000_000   # K * n * P above which the fused (compiled) pass pays off
@@ -244,7 +268,7 @@ def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tenso
             log.warning("torch.compile unavailable (%s); eager IBP", type(e).__name__)
             _COMPILE["failed"] = True
     _EAGER_WORK[key] = _EAGER_WORK.get(key, 0) + size
-    return gradient_sum_stats(model, theta, x, y, clip=clip)
+    return gradient_sum_stats_blocked(model, theta, x, y, clip=clip)
 
 
 SUBSTITUTIONS = ("per_epoch", "per_batch")
