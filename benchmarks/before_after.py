@@ -7,6 +7,7 @@ import time), then the current tree is imported as ``certdp``; the two runs alte
 
     git archive BASE | tar -x -C /tmp/base
     python benchmarks/before_after.py --old /tmp/base --case linear
+    python benchmarks/before_after.py --quick       # the tree against itself, small (CI: checks it runs)
 """
 
 from __future__ import annotations
@@ -32,13 +33,21 @@ def load_old(path: str):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--old", required=True)
+    ap.add_argument("--old", default=None, help="the old source tree (default with --quick: this one)")
+    ap.add_argument("--quick", action="store_true", help="small shapes, one repeat")
     ap.add_argument("--case", default="linear", choices=["linear", "california", "california_tau", "softmax"])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads (1 makes a loaded machine's timings comparable: no barriers)")
     a = ap.parse_args()
+    if a.old is None:
+        if not a.quick:
+            ap.error("--old is required (except with --quick)")
+        import os
+        a.old = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if a.quick:
+        a.repeats, a.steps = 1, a.steps or 1
     old = load_old(a.old)
     import torch
     if a.threads:
@@ -54,14 +63,14 @@ def main() -> None:
     F = torch.float64
     g = torch.Generator().manual_seed(0)
     if a.case == "linear":
-        n = 40000
+        n = 3000 if a.quick else 40000
         x = torch.rand(n, 1, generator=g, dtype=F) * 2 - 1
         y = 2 * x[:, 0] + 1 + 0.1 * torch.randn(n, generator=g, dtype=F)
         widths, loss, eng, opts = (1, 1), "mse", "crown", {}
         ts = dict(steps=a.steps or 3, lr=0.3, clip=1.0)
         ks = list(range(1, 401)) + [n]
     elif a.case.startswith("california"):
-        n = 16512
+        n = 800 if a.quick else 16512
         x = torch.randn(n, 8, generator=g, dtype=F)
         y = torch.tanh(x[:, 0]) + 0.5 * x[:, 1] * x[:, 2] + 0.3 * torch.randn(n, generator=g, dtype=F)
         widths, loss, eng = (8, 64, 1), "mse", "ibp"
@@ -69,7 +78,7 @@ def main() -> None:
         ts = dict(steps=a.steps or 2, lr=0.01, clip=0.1)
         ks = list(range(1, 29))
     else:
-        n = 28596
+        n = 2000 if a.quick else 28596
         y = torch.randint(0, 5, (n,), generator=g)
         x = torch.randn(n, 8, generator=g, dtype=F) + torch.nn.functional.one_hot(y, 8).to(F)
         widths, loss, eng, opts = (8, 5), "ce", "ibp", {"aggregation": "topk"}

@@ -10,6 +10,7 @@ the largest deviation / certified half-width ratio, and the seconds the certific
 
     PYTHONPATH=$PWD python benchmarks/containment.py [--models linear,mlp,blobs,softmax]
         [--modes ibp:per_epoch,crown:per_epoch,crowntt,crowntt:alpha_iters=40] [--per 50]
+    PYTHONPATH=$PWD python benchmarks/containment.py --quick      # 2 neighbours per case (CI, seconds)
 
 A mode is ``name`` followed by ``:``-separated parts, each a ``certificate.substitutions`` value
 or a ``key=value`` certificate option (e.g. ``crowntt:per_epoch:alpha_iters=40``).
@@ -67,7 +68,10 @@ def main():
     ap.add_argument("--modes", default="ibp:per_epoch,crown:per_epoch")
     ap.add_argument("--per", type=int, default=0, help="neighbours per (radius, placement); default: "
                                                       "enough for 1,000 per mode and model")
+    ap.add_argument("--quick", action="store_true", help="2 neighbours per (radius, placement): checks it runs")
     a = ap.parse_args()
+    if a.quick:
+        a.per = a.per or 2
     for mname in a.models.split(","):
         m, x, y, st, ks, loss, ncls = setting(mname)
         plan = batch_plan(x.shape[0], st)

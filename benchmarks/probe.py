@@ -321,6 +321,12 @@ def build() -> list[Probe]:  # noqa: C901 - one table
     t.add("agtr", ["default_certificate=foo"], "refuse", ("default_certificate", "certificate.name"),
           base=merge(LIN, ["certificate=auto"]))
     t.refuse("agtr", "progress", ["maybe"])
+    # device: an unknown name is refused; a CUDA request refuses where torch sees no CUDA device
+    # and runs where it does (either); a CPU-only engine on a GPU is refused (either: no GPU here)
+    t.refuse("agtr", "device", ["tpu", "cuda:x", "[cpu]"])
+    t.either("agtr", ["device=cuda"], "device")
+    t.either("agtr", ["device=cuda:7"], "device")
+    t.either("agtr", ["device=cuda", "certificate=milp"], "device")
     t.add("agtr", ["out_root={fx}/afile/sub"], "refuse", "out_root", out_root=False, category="unwritable-out-root")
     t.add("agtr", ["out_root={fx}/afile"], "refuse", "out_root", out_root=False, category="unwritable-out-root")
     # ---------------------------------------------------------------- unknown keys, Hydra syntax
@@ -1506,6 +1512,8 @@ def main() -> None:
     ap.add_argument("--worklist", default=None, help="write a Markdown worklist of the failing probes here")
     ap.add_argument("--csv", default=None, help="the per-probe CSV (default <pass folder>/probes.csv)")
     ap.add_argument("--list", action="store_true", help="print the probes and exit")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the device probes and the first few regular ones (seconds): checks the prober runs")
     ap.add_argument("--from-csv", default=None,
                     help="do not run: print the counts of an earlier probes.csv (and write --worklist from it)")
     ap.add_argument("--snapshot", action="store_true",
@@ -1530,6 +1538,8 @@ def main() -> None:
             worklist(rows, meta["label"], meta["seconds"], Path(a.worklist))
         return
     probes = build()
+    if a.quick and not a.only:
+        probes = [p for p in probes if p.section == "device" and not p.special][:4]
     if a.only:
         rx = re.compile(a.only)
         probes = [p for p in probes if rx.search(p.id) or rx.search(" ".join(p.argv))]

@@ -187,36 +187,31 @@ def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
 
 
 class Calibration:
-    """The time estimate of one AGT pass, logged once after its first steps when the pass will
+    """The time estimate of one AGT pass, logged once after its first step when the pass will
     take longer than :attr:`min_seconds` (a request for the paper's radii on a CPU says what it
-    costs before the hours start).  The first step is left out of the rate (it compiles, and
-    allocates what later steps reuse); every step reads a number of the boxes back (the
+    costs before the hours start).  The rate is the first step's (it includes a torch.compile or
+    first allocations, so it errs long); every step reads a number of the boxes back (the
     margins), so the times are the device's, not queued work."""
 
     min_seconds = 120.0
 
-    def __init__(self, *, steps: int, radii: int, engine: str, device, calibrate: int = 2):
+    def __init__(self, *, steps: int, radii: int, engine: str, device, calibrate: int = 1):
         self.steps, self.radii, self.engine, self.device = steps, radii, engine, torch.device(device)
         self.calibrate = calibrate
         self.done = 0
-        self.t0: float | None = None
+        self.t0 = time.perf_counter()
         self.estimate: float | None = None        # seconds for the whole pass, once known
 
     def tick(self, n: int = 1) -> None:
         """``n`` more steps done."""
         self.done += n
-        if self.estimate is not None:
+        if self.estimate is not None or self.done < self.calibrate:
             return
-        if self.t0 is None:
-            self.t0, self.first = time.perf_counter(), self.done
-            return
-        if self.done - self.first >= self.calibrate:
-            rate = (time.perf_counter() - self.t0) / (self.done - self.first)
-            self.estimate = rate * self.steps
-            if self.estimate >= self.min_seconds:
-                log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step (steps %d-%d): about %s",
-                         self.engine, self.radii, self.steps, self.device, rate, self.first + 1, self.done,
-                         _duration(self.estimate))
+        rate = (time.perf_counter() - self.t0) / self.done
+        self.estimate = rate * self.steps
+        if self.estimate >= self.min_seconds:
+            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step (first %d): about %s",
+                     self.engine, self.radii, self.steps, self.device, rate, self.done, _duration(self.estimate))
 
 
 def _duration(sec: float) -> str:

@@ -9,6 +9,7 @@ With CUDA (skipped otherwise, saying so) the GPU envelopes are compared with the
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pandas as pd
@@ -177,3 +178,70 @@ def test_gpu_envelopes_equal_the_cpu_ones(case):
         a, b = getattr(cpu, f), getattr(gpu, f).cpu()
         rel = ((a - b).abs() / a.abs().clamp(min=1e-300)).max()
         assert float(rel) <= 1e-9, (f, float(rel))
+
+
+def _compose(command, overrides):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from certdp import results
+    from certdp.settings import config_dir
+    results.register_resolvers()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            return OmegaConf.to_container(compose(config_name=command, overrides=overrides), resolve=True)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize("dataset,k_gpu", [("mnist5", 4096), ("imdb", 512)])
+def test_the_proven_paper_radii_are_the_gpu_default(dataset, k_gpu):
+    """device=cuda composes the paper's radii, every radius its own box (IBP top-k, no sharing,
+    proven); device=cpu the short CROWN profile; auto follows the machine."""
+    gpu = _compose("ags", [f"dataset={dataset}", "device=cuda"])
+    cpu = _compose("ags", [f"dataset={dataset}", "device=cpu"])
+    auto = _compose("ags", [f"dataset={dataset}"])
+    assert (gpu["staircase"]["k_max"], gpu["certificate"]["name"], gpu["ags"]["share_ratio"]) == (k_gpu, "ibp", None)
+    assert gpu["certificate"]["aggregation"] == "topk" and gpu["privacy"]["smoothness"] == "proven"
+    assert (cpu["staircase"]["k_max"], cpu["certificate"]["name"]) == (16, "crown")
+    assert auto["staircase"]["k_max"] == (k_gpu if CUDA else 16)
+    explicit = _compose("ags", [f"dataset={dataset}", "device=cpu", "staircase.k_max=64"])
+    assert explicit["staircase"]["k_max"] == 64                             # an explicit value wins
+
+
+def test_the_paper_profile_runs_on_request_on_a_cpu(tmp_path):
+    """The proven profile asked for on a CPU (certificate=ibp, the paper's k_max), tiny: it runs,
+    every radius up to N is computed with its own box, and the rows say proven, end to end."""
+    fx = Path(__file__).parent / "fixtures" / "mnist_tiny.pkl.gz"
+    r = _cli("ags", "dataset=mnist5", f"dataset.path={fx}", "dataset.n_public=10", "dataset.public_split=[5,5]",
+             "device=cpu", "certificate=ibp", "staircase.k_max=4096", "train.steps=3", "privacy.epsilons=[10]",
+             "privacy.n_draws=3", "ags.baselines=[]", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    res = pd.read_csv(next((tmp_path / "ags" / "mnist5").iterdir()) / "results.csv")
+    assert set(res["certificate"]) == {"ibp"} and set(res["device"]) == {"cpu"}
+    assert bool(res["smoothness_proof"].all() and res["dp_end_to_end"].all())
+    assert set(res["k_max"]) == {int(res["n_train"].iloc[0])}              # radii 1..N: no radius dropped
+    assert set(res["n_radii"]) == {int(res["n_train"].iloc[0])}
+
+
+def test_a_long_pass_prints_its_estimate_after_the_first_step(caplog, monkeypatch):
+    monkeypatch.setattr(agt.Calibration, "min_seconds", 0.0)
+    m = ModelSpec((3, 1), "mse")
+    x = torch.randn(30, 3, dtype=D)
+    with caplog.at_level("INFO", logger="certdp"):
+        run_agt(m, m.init(0), x, x[:, 0], TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], progress=False)
+    msgs = [r.getMessage() for r in caplog.records if "estimate" in r.getMessage()]
+    assert len(msgs) == 1 and "2 radii x 4 steps on cpu" in msgs[0]
+    monkeypatch.setattr(agt.Calibration, "min_seconds", 1e9)                # short passes stay quiet
+    caplog.clear()
+    with caplog.at_level("INFO", logger="certdp"):
+        run_agt(m, m.init(0), x, x[:, 0], TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], progress=False)
+    assert not [r for r in caplog.records if "estimate" in r.getMessage()]
+
+
+def test_on_device_resolver():
+    from certdp.results import on_device
+    assert on_device("cuda:1", "a", "b") == "a" and on_device("cpu", "a", "b") == "b"
+    assert on_device("auto", "a", "b") == ("a" if CUDA else "b")

@@ -66,8 +66,8 @@ def test_a_dropped_candidate_is_caught(monkeypatch):
     ref = torch.topk(v, 100, dim=-1, sorted=True).values
     real = aggregate._candidate_index
 
-    def lossy(w, kmax, largest):
-        idx = real(w, kmax, largest)
+    def lossy(w, kmax, largest, bounds=None):
+        idx = real(w, kmax, largest, bounds)
         best = torch.topk(w.amin(0), 1, dim=-1).indices                    # a sample of the true top set
         return torch.where(idx == best, -1, idx)
     monkeypatch.setattr(aggregate, "_candidate_index", lossy)
