@@ -187,31 +187,38 @@ def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
 
 
 class Calibration:
-    """The time estimate of one AGT pass, logged once after its first step when the pass will
+    """The time estimate of one AGT pass, logged once after its first steps when the pass will
     take longer than :attr:`min_seconds` (a request for the paper's radii on a CPU says what it
-    costs before the hours start).  The rate is the first step's (it includes a torch.compile or
-    first allocations, so it errs long); every step reads a number of the boxes back (the
-    margins), so the times are the device's, not queued work."""
+    costs before the hours start).  The rate is the second step's (the first compiles and
+    allocates what later steps reuse; a pass of two steps or fewer takes the first's); every step
+    reads a number of the boxes back (the margins), so the times are the device's, not queued
+    work."""
 
     min_seconds = 120.0
 
-    def __init__(self, *, steps: int, radii: int, engine: str, device, calibrate: int = 1):
+    def __init__(self, *, steps: int, radii: int, engine: str, device):
         self.steps, self.radii, self.engine, self.device = steps, radii, engine, torch.device(device)
-        self.calibrate = calibrate
+        self.skip = 1 if steps > 2 else 0          # steps left out of the rate
         self.done = 0
-        self.t0 = time.perf_counter()
+        self.t0 = self._start = time.perf_counter()
+        self.base = 0
         self.estimate: float | None = None        # seconds for the whole pass, once known
 
     def tick(self, n: int = 1) -> None:
         """``n`` more steps done."""
         self.done += n
-        if self.estimate is not None or self.done < self.calibrate:
+        if self.estimate is not None:
             return
-        rate = (time.perf_counter() - self.t0) / self.done
-        self.estimate = rate * self.steps
+        now = time.perf_counter()
+        if self.done <= self.skip:
+            self.t0, self.base = now, self.done
+            return
+        base = self.base if self.skip else 0
+        rate = (now - self.t0) / (self.done - base)
+        self.estimate = (now - self._start) + rate * (self.steps - self.done)     # elapsed + the rest
         if self.estimate >= self.min_seconds:
-            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step (first %d): about %s",
-                     self.engine, self.radii, self.steps, self.device, rate, self.done, _duration(self.estimate))
+            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step: about %s in all",
+                     self.engine, self.radii, self.steps, self.device, rate, _duration(self.estimate))
 
 
 def _duration(sec: float) -> str:

@@ -326,14 +326,16 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
         Lv = torch.clamp(zv, lo_l, hi_l, out=WORKSPACE.get("crown.mse.Lv", (M, V, P, n), dt, dev))
         # exact bounds of Lv and Uv over the chunk's boxes and vertices, for the shared top-k
         # candidates (aggregate.top_values): zv = fl(2 x~ * rv) is monotone in rv (a fixed factor),
-        # and the clamp is monotone in zv, so the extreme residuals bound every entry
+        # and clamp(z, lo, hi) = min(max(z, lo), hi) is monotone in z, lo and hi, so the extreme
+        # residuals and the extreme clamp bounds over the boxes bound every entry
         r_max, r_min = rv.amax((0, 1)), rv.amin((0, 1))                         # [n]
         za, zb = two_x * r_max, two_x * r_min                                   # [P, n]
         z_hi, z_lo = torch.maximum(za, zb), torch.minimum(za, zb)
-        bnd_l = (torch.clamp(z_lo, lo_l.squeeze(1), hi_l.squeeze(1)).amin(0),
-                 torch.clamp(z_hi, lo_l.squeeze(1), hi_l.squeeze(1)).amax(0))
-        bnd_u = (torch.clamp(z_lo, lo_u.squeeze(1), hi_u.squeeze(1)).amin(0),
-                 torch.clamp(z_hi, lo_u.squeeze(1), hi_u.squeeze(1)).amax(0))
+
+        def extremes(lo_b, hi_b):
+            lo_b, hi_b = lo_b.squeeze(1), hi_b.squeeze(1)
+            return (torch.clamp(z_lo, lo_b.amin(0), hi_b.amin(0)), torch.clamp(z_hi, lo_b.amax(0), hi_b.amax(0)))
+        bnd_l, bnd_u = extremes(lo_l, hi_l), extremes(lo_u, hi_u)
         Uv = torch.clamp(zv, lo_u, hi_u, out=zv)
         # top-k of Lv + gamma and of gamma - Uv: selected from Lv, Uv and shifted (the same numbers)
         top_l = top_sum(Lv, k_q, inv, largest=True, transform=lambda t: t + g, bounds=bnd_l)   # [q, V, P]
