@@ -102,9 +102,11 @@ def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch
 
 
 # Elements (boxes x coordinates x samples) of one block of per-sample bounds that
-# :func:`gradient_topk_sums` forms at a time on the CPU: a few MB, so that the clip, the sums and
-# the shared-candidate top-k read it from cache.  A CUDA device takes whole layers.
-BLOCK_ELEMENTS = 2 ** 20
+# :func:`gradient_topk_sums` forms at a time on the CPU (64 MB): no [K, P, n] tensor, and blocks
+# large enough that a loaded machine's thread barriers (two per torch operation) do not dominate;
+# 2^20 (cache-sized) was faster on an idle core and 1.5-2x slower at load 2.  A CUDA device takes
+# whole layers.
+BLOCK_ELEMENTS = 2 ** 23
 
 
 def gradient_topk_sums(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
