@@ -16,8 +16,8 @@ install:
 test:
 	$(BIN)/python -m pytest
 
-bench:
-	$(BIN)/python benchmarks/bench_agt.py
+bench:                  # one table: AGT s/step on the CPU and, where torch sees one, the GPU (QUICK=1: small shapes)
+	$(BIN)/python benchmarks/bench_table.py $(if $(QUICK),--quick,)
 
 reproduce-figures:
 	$(BIN)/certdp figures profile=$(PROFILE) jobs=$(JOBS)

@@ -10,6 +10,7 @@ the largest deviation / certified half-width ratio, and the seconds the certific
 
     PYTHONPATH=$PWD python benchmarks/containment.py [--models linear,mlp,blobs,softmax]
         [--modes ibp:per_epoch,crown:per_epoch,crowntt,crowntt:alpha_iters=40] [--per 50]
+    PYTHONPATH=$PWD python benchmarks/containment.py --quick      # 2 neighbours per case (CI, seconds)
 
 A mode is ``name`` followed by ``:``-separated parts, each a ``certificate.substitutions`` value
 or a ``key=value`` certificate option (e.g. ``crowntt:per_epoch:alpha_iters=40``).
@@ -187,7 +188,10 @@ def main():
                                                            "(module docstring; models xlinear, xhinge, xmlp)")
     ap.add_argument("--reverse", type=int, default=4, help="--extreme: neighbours per base whose own "
                                                            "envelope is computed (theta(D) in T_1(D'))")
+    ap.add_argument("--quick", action="store_true", help="2 neighbours per (radius, placement): checks it runs")
     a = ap.parse_args()
+    if a.quick:
+        a.per = a.per or 2
     if a.extreme:
         extreme(a.models.split(","), a.modes.split(","), a.per, a.reverse)
         return

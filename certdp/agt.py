@@ -115,6 +115,8 @@ D, as the ceiling radius N of condition (C) needs).  So the ledger with IBP (top
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -122,12 +124,14 @@ import torch
 from tqdm.auto import tqdm
 
 from certdp import DTYPE
-from certdp.bounds import check_supported, get_certificate
+from certdp.bounds import check_device, check_supported, get_certificate
 from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
+
+log = logging.getLogger("certdp")
 
 
 @dataclass(frozen=True)
@@ -153,10 +157,30 @@ class Envelopes:
         return self.hi - self.lo
 
 
-def _chunks(n_k: int, b: int, p: int, factor: int = 2, budget_bytes: float = 1.2e9) -> int:
-    """Radii per chunk so that ``factor`` [chunk, P, b] float64 tensors fit the budget."""
+# CPU memory budget of one step's [chunk, P, b] temporaries (bytes).
+CPU_BUDGET_BYTES = 1.2e9
+# Fraction of the free device memory (CUDA: torch.cuda.mem_get_info) one step's temporaries may use.
+DEVICE_MEMORY_FRACTION = 0.5
+
+
+def memory_budget(device: torch.device | str | None = None) -> float:
+    """Bytes one step's temporaries may take on ``device``: :data:`CPU_BUDGET_BYTES` on the CPU,
+    :data:`DEVICE_MEMORY_FRACTION` of the free memory on a CUDA device (read when called, so that
+    it follows what the run already holds)."""
+    dev = torch.device("cpu" if device is None else device)
+    if dev.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(dev)
+        return DEVICE_MEMORY_FRACTION * float(free)
+    return CPU_BUDGET_BYTES
+
+
+def _chunks(n_k: int, b: int, p: int, factor: float = 2, budget_bytes: float | None = None,
+            device: torch.device | str | None = None) -> int:
+    """Radii per chunk so that ``factor`` [chunk, P, b] float64 tensors fit the budget (by default
+    the device's, :func:`memory_budget`)."""
+    budget = memory_budget(device) if budget_bytes is None else budget_bytes
     per_radius = b * p * 8 * factor
-    return max(1, min(n_k, int(budget_bytes // max(per_radius, 1))))
+    return max(1, min(n_k, int(budget // max(per_radius, 1))))
 
 
 def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
@@ -169,6 +193,49 @@ def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
     return new_lo, new_hi
 
 
+class Calibration:
+    """The time estimate of one AGT pass, logged once after its first steps when the pass will
+    take longer than :attr:`min_seconds` (a request for the paper's radii on a CPU says what it
+    costs before the hours start).  The rate is the second step's (the first compiles and
+    allocates what later steps reuse; a pass of two steps or fewer takes the first's); every step
+    reads a number of the boxes back (the margins), so the times are the device's, not queued
+    work."""
+
+    min_seconds = 120.0
+
+    def __init__(self, *, steps: int, radii: int, engine: str, device):
+        self.steps, self.radii, self.engine, self.device = steps, radii, engine, torch.device(device)
+        self.skip = 1 if steps > 2 else 0          # steps left out of the rate
+        self.done = 0
+        self.t0 = self._start = time.perf_counter()
+        self.base = 0
+        self.estimate: float | None = None        # seconds for the whole pass, once known
+
+    def tick(self, n: int = 1) -> None:
+        """``n`` more steps done."""
+        self.done += n
+        if self.estimate is not None:
+            return
+        now = time.perf_counter()
+        if self.done <= self.skip:
+            self.t0, self.base = now, self.done
+            return
+        base = self.base if self.skip else 0
+        rate = (now - self.t0) / (self.done - base)
+        self.estimate = (now - self._start) + rate * (self.steps - self.done)     # elapsed + the rest
+        if self.estimate >= self.min_seconds:
+            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step: about %s in all",
+                     self.engine, self.radii, self.steps, self.device, rate, _duration(self.estimate))
+
+
+def _duration(sec: float) -> str:
+    if sec < 120:
+        return f"{sec:.0f} s"
+    if sec < 7200:
+        return f"{sec / 60:.0f} min"
+    return f"{sec / 3600:.1f} h"
+
+
 def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) -> tuple[torch.Tensor, torch.Tensor]:
     """The step of any box when every clipped gradient coordinate may be anything in [-gamma,
     gamma] (a whole batch substituted), widened outward against rounding."""
@@ -178,14 +245,14 @@ def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) ->
 
 
 def _step_boxes(model: ModelSpec, x: torch.Tensor, y: torch.Tensor, settings: TrainSettings, plan: torch.Tensor,
-                *, engine: Certificate, ref: torch.Tensor, ks, start_box: Interval, steps: range):
+                *, engine: Certificate, ref: torch.Tensor, ks, start_box: Interval, steps: range, device=None):
     """The per-step engine ``engine``'s boxes over the window ``steps`` from ``start_box`` (rows for
     radii ``ks``, nominal run from ``ref``): (the envelopes at the window's end, the per-step
     trace).  Handed to window engines as ``step_boxes``, so that an engine can cap its own bounds
     by a per-step engine's without importing this module."""
     trace: list = []
     env = run_agt(model, ref, x, y, settings, ks, certificate=engine, plan=plan, progress=False,
-                  start_box=start_box, steps=steps, trace=trace)
+                  start_box=start_box, steps=steps, trace=trace, device=device)
     return env, trace
 
 
@@ -193,7 +260,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             settings: TrainSettings, k_values, certificate: Certificate | None = None,
             plan: torch.Tensor | None = None,
             progress: bool = True, start_box: Interval | None = None,
-            steps: range | None = None, trace: list | None = None) -> Envelopes:
+            steps: range | None = None, trace: list | None = None,
+            device: torch.device | str | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
     ``start_box`` ([K, P]) lets a window start from existing envelopes (the radius-0 box starts
@@ -203,23 +271,27 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     work.  See the module docstring for what is added to the engine's steps.  ``trace`` (a list,
     per-step engines only) receives, before every step t, boxes (lo, hi) [K, P] that contain
     theta'_t for every dataset within k substitutions (relational engines cap their intermediate
-    bounds with them)."""
+    bounds with them).  ``device`` (default: the device of ``x``): where every box and bound is
+    computed; the inputs are moved there and the envelopes are returned there (float64 on every
+    device)."""
     cert = certificate if certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
-    x = x.to(DTYPE)
-    y = model.loss.labels(y)
-    ks = torch.as_tensor(sorted(set(int(k) for k in k_values)), dtype=torch.long)
+    dev = x.device if device is None else torch.device(device)
+    check_device(cert, dev)
+    x = x.to(device=dev, dtype=DTYPE)
+    y = model.loss.labels(y).to(dev)
+    ks = torch.as_tensor(sorted(set(int(k) for k in k_values)), dtype=torch.long, device=dev)
     if len(ks) == 0 or int(ks[0]) < 1:
         raise ValueError("k_values must be non-empty radii >= 1")
     n = x.shape[0]
-    plan = batch_plan(n, settings) if plan is None else plan
+    plan = (batch_plan(n, settings) if plan is None else plan).to(dev)
     K, P = len(ks), model.n_params
-    theta = theta_init.to(DTYPE).clone()
-    qs = torch.cat([torch.zeros(1, dtype=torch.long), ks])            # row 0: radius 0 (the nominal)
+    theta = theta_init.to(device=dev, dtype=DTYPE).clone()
+    qs = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), ks])   # row 0: radius 0 (the nominal)
     lo = theta.expand(K + 1, P).clone()
     hi = lo.clone()
     if start_box is not None:
-        lo[1:], hi[1:] = start_box.lo, start_box.hi
+        lo[1:], hi[1:] = start_box.lo.to(dev), start_box.hi.to(dev)
     c_lo, c_hi = lo.amin(0), hi.amax(0)                                # the trivial cover C_0
     step_range = range(settings.steps) if steps is None else steps
     full = plan.shape[1] == n
@@ -243,8 +315,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     live = qs < limit
     n_live = int(live.sum())
     q_live = qs[:n_live]
-    grade = torch.arange(K + 1, dtype=DTYPE).unsqueeze(-1)             # graded widening i * E
-    chunk = _chunks(n_live, b, P, factor=cert.memory_factor)
+    grade = torch.arange(K + 1, dtype=DTYPE, device=dev).unsqueeze(-1)   # graded widening i * E
+    chunk = _chunks(n_live, b, P, factor=cert.memory_factor, device=dev)
     # Window engines (MILP) certify `window` consecutive steps at once from the boxes at the
     # window's start (``cert.window_bounds``); every other engine goes one step at a time.
     order = list(step_range)
@@ -252,9 +324,11 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
               else [[t] for t in order])
     E = epoch_length(plan, n) if (window is None and not full
                                   and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
+    clock = Calibration(steps=len(order), radii=K, engine=cert.name, device=dev)
     if E is not None and int(ks[0]) < b * E:
         lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
-                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade)
+                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade,
+                                    clock=clock)
         nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
         return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
     if trace is not None and window:
@@ -275,7 +349,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
             nb = cert.window_bounds(model, Interval(lo[:n_live], hi[:n_live]), x, y, plan=plan, steps=block,
                                     ks=q_live, settings=settings, magnitude=mag,
-                                    step_boxes=partial(_step_boxes, model, x, y, settings, plan))
+                                    step_boxes=partial(_step_boxes, model, x, y, settings, plan, device=dev))
             new_lo, new_hi = nb.lo, nb.hi
         else:
             new_lo, new_hi = _one_step(cert, model, lo[:n_live], hi[:n_live], xb, yb, q_live, settings, chunk)
@@ -295,6 +369,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
         theta = new_theta
         check_boxes(cert, lo, hi, theta, step=block[-1])
+        clock.tick(len(block))
     # The released nominal: the trained parameters, inside the radius-0 box (the engine's bound on
     # the same trajectory; they differ by rounding only).
     nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
@@ -333,7 +408,7 @@ def epoch_length(plan: torch.Tensor, n: int) -> int | None:
 def ledger_width(ks: torch.Tensor, s: int, *, rho: float) -> torch.Tensor:
     """Half-width [K] of the substitution ledger after ``s`` steps of an epoch (module docstring):
     k * rho for s >= 1, 0 at the epoch's start."""
-    return ks.to(DTYPE) * rho if s > 0 else torch.zeros(len(ks), dtype=DTYPE)
+    return ks.to(DTYPE) * rho if s > 0 else torch.zeros(len(ks), dtype=DTYPE, device=ks.device)
 
 
 def _intersect_down(lo, hi):
@@ -346,7 +421,7 @@ def _intersect_down(lo, hi):
 
 
 def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, qs, settings, *, E, chunk,
-                progress, trace, grade):
+                progress, trace, grade, clock: Calibration | None = None):
     """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
     first); returns (lo, hi, theta) with a row per entry of ``qs``."""
     lam, lr, gamma = settings.contraction, settings.lr, settings.clip
@@ -408,6 +483,8 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
         B_lo, B_hi = _intersect_down(nb.lo - m - wid, nb.hi + m + wid)
         check_boxes(cert, B_lo, B_hi, theta, step=t)       # B contains psi_t, which is theta_t for D itself
         s += 1
+        if clock is not None:
+            clock.tick()
     B_lo, B_hi = fold(B_lo, B_hi, s)
     n_c = len(qs) - n_led
     lo = torch.cat([B_lo, c_lo.expand(n_c, -1)], 0)

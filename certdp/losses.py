@@ -168,7 +168,7 @@ class MSE(Loss):
 
     def grad_linear_bounds(self, zl, zu, y):
         K, n, _ = zl.shape
-        al = torch.full((K, n, 1, 1), 2.0, dtype=zl.dtype)
+        al = torch.full((K, n, 1, 1), 2.0, dtype=zl.dtype, device=zl.device)
         bl = (-2.0 * y).view(1, n, 1).expand(K, n, 1)
         rl, ru = self.grad_bounds(zl, zu, y)
         return al, al, bl, bl, rl, ru
@@ -205,7 +205,7 @@ class Hinge(Loss):
     def grad_linear_bounds(self, zl, zu, y):
         K, n, _ = zl.shape
         lo, hi = self.grad_bounds(zl, zu, y)
-        zero = torch.zeros(K, n, 1, 1, dtype=zl.dtype)
+        zero = torch.zeros(K, n, 1, 1, dtype=zl.dtype, device=zl.device)
         return zero, zero, lo, hi, lo, hi
 
 
@@ -242,7 +242,7 @@ class SoftmaxCE(Loss):
         d_hi = torch.where((pl <= 0.5) & (pu >= 0.5), torch.full_like(qa, 0.25), torch.maximum(qa, qb))
         j_lo = -(pu.unsqueeze(-1) * pu.unsqueeze(-2))
         j_hi = -(pl.unsqueeze(-1) * pl.unsqueeze(-2))
-        eye = torch.eye(C, dtype=torch.bool)
+        eye = torch.eye(C, dtype=torch.bool, device=zl.device)
         j_lo = torch.where(eye, d_lo.unsqueeze(-1).expand_as(j_lo), j_lo)
         j_hi = torch.where(eye, d_hi.unsqueeze(-1).expand_as(j_hi), j_hi)
         jm, jr = (j_lo + j_hi) / 2, (j_hi - j_lo) / 2

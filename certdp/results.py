@@ -72,14 +72,30 @@ def incomplete_suffix() -> str:
     return f"{INCOMPLETE}{os.getpid()}-{_TAG}"
 
 
+def on_device(device, gpu_value, cpu_value):
+    """``${certdp.on_device:${device},A,B}``: ``A`` where the ``device`` request resolves to a CUDA
+    device (``auto`` on a machine where torch sees one, ``cuda``, ``cuda:N``), else ``B``: a preset's
+    value that depends on the machine (the proven mnist5 profile's radii).  A CUDA request on a
+    machine without one gets ``A`` and is then refused by the ``device`` setting itself."""
+    d = str(device).strip().lower()
+    if d == "auto":
+        import torch
+        gpu = torch.cuda.is_available()
+    else:
+        gpu = d.startswith("cuda")
+    return gpu_value if gpu else cpu_value
+
+
 def register_resolvers() -> None:
-    """Register the OmegaConf resolvers ``certdp.uid`` (cached per config) and
-    ``certdp.incomplete`` that ``configs/base.yaml`` uses; idempotent."""
+    """Register the OmegaConf resolvers ``certdp.uid`` (cached per config),
+    ``certdp.incomplete`` and ``certdp.on_device`` that the configs use; idempotent."""
     from omegaconf import OmegaConf
     if not OmegaConf.has_resolver("certdp.uid"):
         OmegaConf.register_new_resolver("certdp.uid", unique_suffix, use_cache=True)
     if not OmegaConf.has_resolver("certdp.incomplete"):
         OmegaConf.register_new_resolver("certdp.incomplete", incomplete_suffix)
+    if not OmegaConf.has_resolver("certdp.on_device"):
+        OmegaConf.register_new_resolver("certdp.on_device", on_device)
 
 
 # ---------------------------------------------------------------------------------- run dirs

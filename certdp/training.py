@@ -8,7 +8,9 @@ Clipped (S)GD with an optional contraction, exactly the algorithm AGT certifies:
 ``B_t`` is step t's batch from a *fixed batch plan* drawn from the seed before training: the
 plan depends only on (N, batch_size, steps, seed), never on the data, so a neighbouring dataset
 (same size, some records substituted) is trained on the same index batches.  ``lam = 1`` is
-plain clipped GD; ``lam < 1`` is the paper's "contractive clipped GD".  Everything is float64.
+plain clipped GD; ``lam < 1`` is the paper's "contractive clipped GD".  Everything is float64, on
+the device of the inputs (or the ``device`` given): the plan is drawn on the CPU, so it is the same
+on every device.
 """
 
 from __future__ import annotations
@@ -50,12 +52,12 @@ def batch_plan(n: int, settings: TrainSettings) -> torch.Tensor:
     a short tail of an epoch is dropped so that every batch has exactly b indices."""
     b = n if settings.batch_size is None or settings.batch_size >= n else int(settings.batch_size)
     if b == n:
-        return torch.arange(n).expand(settings.steps, n)
+        return torch.arange(n, device="cpu").expand(settings.steps, n)
     g = torch.Generator().manual_seed(int(settings.seed) + 7919)
     per_epoch = n // b
     rows = []
     while len(rows) < settings.steps:
-        perm = torch.randperm(n, generator=g)
+        perm = torch.randperm(n, generator=g, device="cpu")
         rows += list(perm[: per_epoch * b].view(per_epoch, b))
     return torch.stack(rows[: settings.steps])
 
@@ -118,16 +120,18 @@ def check_magnitudes(model: ModelSpec, settings: TrainSettings, *, input_bound: 
 
 def train(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
           settings: TrainSettings, plan: torch.Tensor | None = None,
-          steps: range | None = None) -> torch.Tensor:
+          steps: range | None = None, device: torch.device | str | None = None) -> torch.Tensor:
     """Run the nominal algorithm and return the final parameters.
 
     ``x`` may carry leading batch dims ([R, N, d]) with ``theta_init`` [R, P] to retrain R
     neighbouring datasets at once.  ``steps`` restricts training to a window of the plan
-    (used by multi-release AGS)."""
-    x = x.to(DTYPE)
-    y = model.loss.labels(y)
-    plan = batch_plan(x.shape[-2], settings) if plan is None else plan
-    theta = theta_init.to(DTYPE).clone()
+    (used by multi-release AGS).  ``device`` (default: that of ``x``): where training runs; the
+    parameters are returned there."""
+    dev = x.device if device is None else torch.device(device)
+    x = x.to(device=dev, dtype=DTYPE)
+    y = model.loss.labels(y).to(dev)
+    plan = (batch_plan(x.shape[-2], settings) if plan is None else plan).to(dev)
+    theta = theta_init.to(device=dev, dtype=DTYPE).clone()
     full = plan.shape[1] == x.shape[-2]
     for t in (range(settings.steps) if steps is None else steps):
         if full:

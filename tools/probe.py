@@ -331,6 +331,12 @@ def build() -> list[Probe]:  # noqa: C901 - one table
     t.add("agtr", ["default_certificate=foo"], "refuse", ("default_certificate", "certificate.name"),
           base=merge(LIN, ["certificate=auto"]))
     t.refuse("agtr", "progress", ["maybe"])
+    # device: an unknown name is refused; a CUDA request refuses where torch sees no CUDA device
+    # and runs where it does (either); a CPU-only engine on a GPU is refused (either: no GPU here)
+    t.refuse("agtr", "device", ["tpu", "cuda:x", "[cpu]"])
+    t.either("agtr", ["device=cuda"], "device")
+    t.either("agtr", ["device=cuda:7"], "device")
+    t.either("agtr", ["device=cuda", "certificate=milp"], "device")
     t.add("agtr", ["out_root={fx}/afile/sub"], "refuse", "out_root", out_root=False, category="unwritable-out-root")
     t.add("agtr", ["out_root={fx}/afile"], "refuse", "out_root", out_root=False, category="unwritable-out-root")
     # ---------------------------------------------------------------- unknown keys, Hydra syntax
@@ -1542,6 +1548,8 @@ def main() -> None:
     ap.add_argument("--surfaces", action="store_true",
                     help="only the probes of the surfaces around the runs (predict, rerun, run folders, sweeps, "
                          "signals, streams: tools/probe_surfaces.py)")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the device probes and the first few regular ones (seconds): checks the prober runs")
     ap.add_argument("--from-csv", default=None,
                     help="do not run: print the counts of an earlier probes.csv (and write --worklist from it)")
     ap.add_argument("--snapshot", action="store_true",
@@ -1568,6 +1576,8 @@ def main() -> None:
     probes = build()
     if a.surfaces:
         probes = [p for p in probes if p.extra.get("surface")]
+    if a.quick and not a.only:
+        probes = [p for p in probes if p.section == "device" and not p.special][:4]
     if a.only:
         rx = re.compile(a.only)
         probes = [p for p in probes if rx.search(p.id) or rx.search(" ".join(p.argv))]

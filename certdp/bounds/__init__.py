@@ -56,6 +56,18 @@ def get_certificate(name: str, **options) -> Certificate:
     return cls(**{k: v for k, v in options.items() if k in cls.options})
 
 
+def check_device(cert: Certificate, device) -> None:
+    """ConfigError (key ``device``) when ``cert`` cannot compute on ``device``'s type, naming the
+    devices it can and the engines that can run there."""
+    import torch
+    kind = torch.device(device).type
+    if kind not in cert.devices:
+        others = [n for n, c in sorted(CERTIFICATES.items()) if kind in c.devices]
+        raise ConfigError("device", f"the certificate '{cert.name}' does not run on {kind} ({cert.device_note}); "
+                                    f"allowed: device={' or '.join(cert.devices)}, or certificate="
+                                    f"{'|'.join(others)} on {kind}")
+
+
 def check_supported(cert: Certificate, model) -> None:
     """ConfigError naming the engines that can bound ``model`` when ``cert`` cannot."""
     if not cert.supports(model):

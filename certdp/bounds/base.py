@@ -49,7 +49,11 @@ Hooks (an engine overrides at least one of the first three; the others have defa
 ``supports(model)``                        False: AGT refuses the model with a one-line
                                            error naming the engines that do (default: True)
 ``memory_factor``                          [P, b] float64 temporaries per box a step holds;
-                                           AGT chunks the queries to a memory budget (default 2)
+                                           AGT chunks the queries to the device's memory budget
+                                           (certdp.agt.memory_budget; default 2)
+``devices``                                the device types the engine computes on (default
+                                           cpu and cuda: torch operations on the inputs' device);
+                                           AGT refuses another with a one-line ``device`` error
 ``options``                                the ``certificate.<opt>`` keys the constructor reads
 ``scope``                                  the models supported, in words (for errors)
 ``nesting_monotone``                       True: the step map nests (below); smooth-sensitivity
@@ -108,6 +112,37 @@ from certdp.bounds.interval import Interval, output_bounds
 _COMPUTE_HOOKS = ("per_sample_gradient_bounds", "batch_sum_bounds", "step_bounds")
 
 
+class Workspace:
+    """Named scratch tensors reused across calls on the CPU.
+
+    A step's large temporaries ([boxes, ..., b] float64, tens of MB) are the same shapes every
+    step; freshly allocated, each costs a page fault per 4 KiB on first touch (glibc does not hand
+    freed aligned blocks back to the next aligned allocation), which measured more than the
+    arithmetic on them.  ``get(name, shape)`` returns a view of a buffer kept under ``name``
+    (grown when too small).  Callers use a name for one live tensor at a time and never return
+    the view.  On a CUDA device it allocates (the caching allocator already reuses memory)."""
+
+    def __init__(self):
+        self._bufs: dict = {}
+
+    def get(self, name: str, shape: tuple, dtype, device) -> torch.Tensor:
+        dev = torch.device(device)
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        if dev.type != "cpu":
+            return torch.empty(shape, dtype=dtype, device=dev)
+        key = (name, dtype)
+        buf = self._bufs.get(key)
+        if buf is None or buf.numel() < numel:
+            self._bufs.pop(key, None)
+            buf = self._bufs[key] = torch.empty(numel, dtype=dtype, device="cpu")
+        return buf[:numel].view(shape)
+
+
+WORKSPACE = Workspace()
+
+
 class Certificate(ABC):
     """Base class of the bound-propagation engines (see the module docstring for the contract)."""
 
@@ -115,6 +150,10 @@ class Certificate(ABC):
     options: ClassVar[tuple[str, ...]] = ()
     scope: ClassVar[str] = "every model"
     memory_factor: float = 2.0
+    #: device types (``torch.device(...).type``) the engine runs on; an engine that calls a CPU
+    #: solver or builds its bounds outside torch declares ("cpu",) and says why in ``device_note``
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
+    device_note: ClassVar[str] = ""
     window_steps: int | None = None
     substitutions: str = "per_batch"
     #: a window engine that budgets the k substituted records over the whole window itself (one
@@ -172,7 +211,8 @@ class Certificate(ABC):
         """Bounds [Q, P] on the batch sum of clipped gradients for every query (module docstring)."""
         M, b = boxes.lo.shape[0], x.shape[0]
         g = self.per_sample_gradient_bounds(model, boxes, x, y, clip=clip,
-                                            out=self.scratch((M, model.n_params, b), boxes.lo.dtype))
+                                            out=self.scratch((M, model.n_params, b), boxes.lo.dtype,
+                                                             boxes.lo.device))
         return batch_sum(g, subs=subs, src=src, clip=clip)
 
     def step_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
@@ -189,7 +229,8 @@ class Certificate(ABC):
         cover): the step of the per-epoch ledger (:mod:`certdp.agt`), the batch's *own* records only.
         The default bounds the sum by the per-sample bounds over ``domain`` (no substitution): an
         inclusion-monotone map of (anchor, domain) whenever the per-sample bounds are."""
-        sums = self.batch_sum_bounds(model, domain, x, y, subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long),
+        sums = self.batch_sum_bounds(model, domain, x, y,
+                                     subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long, device=x.device),
                                      clip=settings.clip)
         return clipped_gd_step(anchor, sums, settings=settings, b=x.shape[0])
 
@@ -214,15 +255,19 @@ class Certificate(ABC):
         plan's ``steps`` (window engines with a budget over the whole pass start its clock here,
         or bound the whole pass once); a no-op by default."""
 
-    def scratch(self, shape: tuple, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def scratch(self, shape: tuple, dtype, device=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Two reusable buffers of ``shape`` private to this engine, for per-sample bounds that are
         reduced before a hook returns: AGT asks for the same large [M, P, b] tensors every step,
-        and fresh allocations of that size cost more than the arithmetic."""
+        and fresh allocations of that size cost more than the arithmetic.  One pair per (dtype,
+        device)."""
         bufs = self.__dict__.setdefault("_scratch", {})
         numel = 1
         for s in shape:
             numel *= s
-        pair = bufs.get(dtype)
+        dev = torch.device("cpu" if device is None else device)
+        pair = bufs.get((dtype, dev))
         if pair is None or pair[0].numel() < numel:
-            pair = bufs[dtype] = (torch.empty(numel, dtype=dtype), torch.empty(numel, dtype=dtype))
+            bufs.pop((dtype, dev), None)            # free the smaller pair before allocating
+            pair = bufs[(dtype, dev)] = (torch.empty(numel, dtype=dtype, device=dev),
+                                         torch.empty(numel, dtype=dtype, device=dev))
         return pair[0][:numel].view(shape), pair[1][:numel].view(shape)

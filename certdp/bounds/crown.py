@@ -100,9 +100,10 @@ import itertools
 
 import torch
 
-from certdp.bounds.aggregate import batch_sum, clipped_gd_step, top_sum
-from certdp.bounds.base import Certificate
-from certdp.bounds.ibp import check_substitutions, gradient_bounds
+from certdp.bounds.aggregate import clipped_gd_step, top_sum
+from certdp.bounds.base import WORKSPACE, Certificate
+from certdp.bounds.crown_mlp import mlp1_gradient_bounds
+from certdp.bounds.ibp import check_substitutions, gradient_bounds, gradient_topk_sums
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
 from certdp.losses import MSE, Hinge
@@ -115,8 +116,16 @@ Y_CAP = 1024.0
 # The coupled (vertex) maximum when 2^P * b * P stays below this many elements per box.
 COUPLED_ELEMENTS = 2 ** 22
 COUPLED_MAX_PARAMS = 12
-# Elements of the [boxes, vertices, b, P] temporaries handled at once.
+# Elements of the [boxes, vertices, b, P] temporaries handled at once (CPU; a CUDA device takes
+# DEVICE_CHUNK_ELEMENTS: large kernels, and its memory budget is AGT's chunking).
 CHUNK_ELEMENTS = 2 ** 23
+DEVICE_CHUNK_ELEMENTS = 2 ** 27
+
+
+def chunk_elements(device) -> int:
+    """Elements of the step's [boxes, vertices, b, P] temporaries handled at once on ``device``."""
+    return CHUNK_ELEMENTS if torch.device(device).type == "cpu" else DEVICE_CHUNK_ELEMENTS
+
 
 
 def _coupled_mode(P: int, b: int) -> bool:
@@ -128,20 +137,21 @@ def _rows(t: torch.Tensor, src: torch.Tensor | None) -> torch.Tensor:
     return t if src is None else t[src]
 
 
-def head_index(model: ModelSpec) -> torch.Tensor:
+def head_index(model: ModelSpec, device=None) -> torch.Tensor:
     """[C, D] flat-parameter index of (row c, input j) of a single-layer head (j = d: bias)."""
     d, C = model.widths
-    idx = torch.empty(C, d + 1, dtype=torch.long)
-    idx[:, :d] = torch.arange(C * d).view(C, d)
-    idx[:, d] = C * d + torch.arange(C)
+    idx = torch.empty(C, d + 1, dtype=torch.long, device=device)
+    idx[:, :d] = torch.arange(C * d, device=device).view(C, d)
+    idx[:, d] = C * d + torch.arange(C, device=device)
     return idx
 
 
 def ibp_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
              subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
-    """The IBP step with top-k aggregation (the intersection partner of every CROWN step)."""
-    g = gradient_bounds(model, boxes, x, y, clip=settings.clip)
-    sums = batch_sum(g, subs=subs, src=src, clip=settings.clip)
+    """The IBP step with top-k aggregation (the intersection partner of every CROWN step), from
+    the fused per-block sums (:func:`certdp.bounds.ibp.gradient_topk_sums`: the numbers of
+    ``batch_sum(gradient_bounds(...))``)."""
+    sums = gradient_topk_sums(model, boxes, x, y, subs=subs, src=src, clip=settings.clip)
     return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
 
 
@@ -165,7 +175,7 @@ def _relaxation(model: ModelSpec, TL: torch.Tensor, TU: torch.Tensor, xt: torch.
     zu = torch.einsum("mcd,nd->mnc", TU, xp) + torch.einsum("mcd,nd->mnc", TL, xn)
     al, au, bl, bu, rl, ru = model.loss.grad_linear_bounds(zl, zu, y)
     if al.shape[-1] == 1 and C > 1:                                         # diagonal slopes
-        eye = torch.eye(C, dtype=al.dtype)
+        eye = torch.eye(C, dtype=al.dtype, device=al.device)
         al, au = al * eye, au * eye
     ph_lo, ph_hi = model.loss.grad_bounds(zl, zu, y)                        # isotone interval of phi
     xp4, xn4 = xp.view(1, -1, 1, xp.shape[-1]), xn.view(1, -1, 1, xn.shape[-1])
@@ -192,7 +202,7 @@ def _coupled(TL, TU, xt, rel, kk, src, lam, s, g):
     cl, cu, ol, ou, _, _, reg_l, reg_u, const_l, const_u = rel
     M, C, D = TL.shape
     P = C * D
-    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool).view(-1, C, D)
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool, device=TL.device).view(-1, C, D)
     th = torch.where(verts.unsqueeze(0), TU.unsqueeze(1), TL.unsqueeze(1))          # [M, V, C, D]
     z = torch.einsum("mvcd,nd->mvnc", th, xt)                                        # [M, V, n, C]
     Lv = (torch.einsum("mnjdq,mvnq->mvnjd", cl, z) + ol.unsqueeze(1)).clamp(max=g)  # min(lam_L, gamma)
@@ -235,7 +245,7 @@ def _flat(TL, TU, xt, rel, kk, src, lam, s, g):
     coef_u = torch.einsum("mncdq,ne->mcdqe", cu * su.unsqueeze(-1), xt).reshape(M, P, P)
     off_l = torch.where(reg_l, sl * ol + il, const_l).sum(1).reshape(M, P)
     off_u = torch.where(reg_u, su * ou + iu, const_u).sum(1).reshape(M, P)
-    eye = lam * torch.eye(P, dtype=TL.dtype)
+    eye = lam * torch.eye(P, dtype=TL.dtype, device=TL.device)
     tl, tu = TL.reshape(M, 1, P), TU.reshape(M, 1, P)
     mu = eye - s * coef_l                                                          # upper of theta'
     hi = (mu.clamp(min=0) * tu + mu.clamp(max=0) * tl).sum(-1) - s * off_l
@@ -257,40 +267,80 @@ def mse_coupled_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: torc
     n = x.shape[0]
     dt = boxes.lo.dtype
     s = settings.lr / n
-    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1).T.contiguous()         # [P, n] (W then b)
+    dev = boxes.lo.device
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt, device=dev)], 1).T.contiguous()   # [P, n] (W then b)
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)
     P = xt.shape[0]
-    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool)   # [V, P]
-    kk = subs.clamp(max=n).to(torch.long)
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool, device=dev)   # [V, P]
+    kk = subs.to(dev).clamp(max=n).to(torch.long)
     Q = len(kk)
-    own = torch.arange(Q) if src is None else src
+    own = torch.arange(Q, device=dev) if src is None else src.to(dev)
     cap = _caps(x, y)
     two_x = 2 * xt                                                             # [P, n]
-    lo_out = torch.empty(Q, P, dtype=dt)
-    hi_out = torch.empty(Q, P, dtype=dt)
-    step = max(1, CHUNK_ELEMENTS // ((2 ** P) * n * P))
+    inf = torch.tensor(float("inf"), dtype=dt, device=dev)
+    lo_out = torch.empty(Q, P, dtype=dt, device=dev)
+    hi_out = torch.empty(Q, P, dtype=dt, device=dev)
+    step = max(1, chunk_elements(dev) // ((2 ** P) * n * P))
     for a in range(0, Q, step):
-        qs = torch.arange(a, min(Q, a + step))
+        qs = torch.arange(a, min(Q, a + step), device=dev)
         bq, inv = torch.unique(own[qs], return_inverse=True)
         lo, hi = boxes.lo[bq], boxes.hi[bq]                                     # [M, P]
-        r_lo = lo @ xp + hi @ xn - y                                            # exact residual range [M, n]
-        r_hi = hi @ xp + lo @ xn - y
-        z1, z2 = two_x * r_lo.unsqueeze(1), two_x * r_hi.unsqueeze(1)           # [M, P, n]
-        zl, zu = torch.minimum(z1, z2), torch.maximum(z1, z2)
-        cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)                               # IBP = the constants
-        reg_l = ((zl >= -g) & cap).unsqueeze(1)                                 # min(z, gamma) [M, 1, P, n]
-        reg_u = ((zu <= g) & cap).unsqueeze(1)                                  # max(z, -gamma)
+        M = lo.shape[0]
+        ws = [WORKSPACE.get(f"crown.mse.{j}", (M, P, n), dt, dev) for j in range(8)]   # reused: see Workspace
+        rw = [WORKSPACE.get(f"crown.mse.r{j}", (M, n), dt, dev) for j in range(4)]
+        r_lo = torch.mm(lo, xp, out=rw[0]).add_(torch.mm(hi, xn, out=rw[1])).sub_(y)   # exact residual range [M, n]
+        r_hi = torch.mm(hi, xp, out=rw[2]).add_(torch.mm(lo, xn, out=rw[3])).sub_(y)
+        z1 = torch.mul(two_x, r_lo.unsqueeze(1), out=ws[0])                     # [M, P, n]
+        z2 = torch.mul(two_x, r_hi.unsqueeze(1), out=ws[1])
+        zl = torch.minimum(z1, z2, out=ws[2])
+        zu = torch.maximum(z1, z2, out=ws[1])
+        cl = torch.clamp(zl, -g, g, out=ws[0])                                  # IBP = the constants
+        cu = torch.clamp(zu, -g, g, out=ws[3])
+        # regimes as 0/1 floats: lower min(z, gamma) where zl >= -gamma, upper max(z, -gamma) where
+        # zu <= gamma (records within the caps only)
+        f_l = WORKSPACE.get("crown.mse.fl", (M, P, n), dt, dev).copy_(
+            torch.ge(zl, -g, out=WORKSPACE.get("crown.mse.bl", (M, P, n), torch.bool, dev)))
+        f_u = WORKSPACE.get("crown.mse.fu", (M, P, n), dt, dev).copy_(
+            torch.le(zu, g, out=WORKSPACE.get("crown.mse.bu", (M, P, n), torch.bool, dev)))
+        if not bool(cap.all()):
+            f_l.mul_(cap)
+            f_u.mul_(cap)
         k_q = kk[qs]
         kg = (k_q.to(dt) * g).unsqueeze(-1)
         ibp_lo = lam * lo[inv] - s * (cu.sum(-1)[inv] - top_sum(cu, k_q, inv, largest=False) + kg)
         ibp_hi = lam * hi[inv] - s * (cl.sum(-1)[inv] - top_sum(cl, k_q, inv, largest=True) - kg)
+        # where(reg, min(z, gamma), c) as one clamp with per-entry bounds (-inf, gamma) or (c, c):
+        # the same numbers (min(max(z, c), c) = c) without torch.where, which is slow.  The bounds
+        # themselves without torch.where, exactly: c lies in [-gamma, gamma], f in {0, 1}, so
+        # s = f*2g - g is exactly +gamma (f = 1) or -gamma, and s * -inf is -inf or +inf
+        s_l = torch.mul(f_l, 2 * g, out=ws[4]).sub_(g)
+        hi_l = torch.maximum(cl, s_l, out=ws[5]).unsqueeze(1)
+        lo_l = torch.minimum(cl, s_l.mul_(-inf), out=ws[4]).unsqueeze(1)
+        s_u = torch.mul(f_u, -2 * g, out=ws[6]).add_(g)                         # -gamma (f = 1) or +gamma
+        lo_u = torch.minimum(cu, s_u, out=ws[7]).unsqueeze(1)
+        hi_u = torch.maximum(cu, s_u.mul_(-inf), out=ws[6]).unsqueeze(1)
         th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))  # [M, V, P]
-        rv = th @ xt - y                                                        # [M, V, n]
-        zv = two_x.unsqueeze(0) * rv.unsqueeze(2)                               # [M, V, P, n]
-        Lv = torch.where(reg_l, zv.clamp(max=g), cl.unsqueeze(1))
-        Uv = torch.where(reg_u, zv.clamp(min=-g), cu.unsqueeze(1))
-        top_l = top_sum(Lv + g, k_q, inv, largest=True)                         # [q, V, P]
-        top_u = top_sum(g - Uv, k_q, inv, largest=True)
+        rv = torch.matmul(th, xt, out=WORKSPACE.get("crown.mse.rv", (M, th.shape[1], n), dt, dev)).sub_(y)   # [M, V, n]
+        V = th.shape[1]
+        zv = torch.mul(two_x.unsqueeze(0), rv.unsqueeze(2),
+                       out=WORKSPACE.get("crown.mse.zv", (M, V, P, n), dt, dev))   # [M, V, P, n]
+        Lv = torch.clamp(zv, lo_l, hi_l, out=WORKSPACE.get("crown.mse.Lv", (M, V, P, n), dt, dev))
+        # exact bounds of Lv and Uv over the chunk's boxes and vertices, for the shared top-k
+        # candidates (aggregate.top_values): zv = fl(2 x~ * rv) is monotone in rv (a fixed factor),
+        # and clamp(z, lo, hi) = min(max(z, lo), hi) is monotone in z, lo and hi, so the extreme
+        # residuals and the extreme clamp bounds over the boxes bound every entry
+        r_max, r_min = rv.amax((0, 1)), rv.amin((0, 1))                         # [n]
+        za, zb = two_x * r_max, two_x * r_min                                   # [P, n]
+        z_hi, z_lo = torch.maximum(za, zb), torch.minimum(za, zb)
+
+        def extremes(lo_b, hi_b):
+            lo_b, hi_b = lo_b.squeeze(1), hi_b.squeeze(1)
+            return (torch.clamp(z_lo, lo_b.amin(0), hi_b.amin(0)), torch.clamp(z_hi, lo_b.amax(0), hi_b.amax(0)))
+        bnd_l, bnd_u = extremes(lo_l, hi_l), extremes(lo_u, hi_u)
+        Uv = torch.clamp(zv, lo_u, hi_u, out=zv)
+        # top-k of Lv + gamma and of gamma - Uv: selected from Lv, Uv and shifted (the same numbers)
+        top_l = top_sum(Lv, k_q, inv, largest=True, transform=lambda t: t + g, bounds=bnd_l)   # [q, V, P]
+        top_u = top_sum(Uv, k_q, inv, largest=False, transform=lambda t: g - t, bounds=bnd_u)
         up = lam * th[inv] - s * Lv.sum(-1)[inv] + s * top_l
         dn = lam * th[inv] - s * Uv.sum(-1)[inv] - s * top_u
         mag = torch.maximum(hi, -lo).amax(-1, keepdim=True)[inv]
@@ -335,30 +385,31 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     P = C * D
     dt = boxes.lo.dtype
     s = settings.lr / n
-    flat_idx = head_index(model).reshape(-1)
-    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1)                      # [n, D]
+    dev = boxes.lo.device
+    flat_idx = head_index(model, dev).reshape(-1)
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt, device=dev)], 1)          # [n, D]
     TL, TU = boxes.lo[:, flat_idx].view(-1, C, D), boxes.hi[:, flat_idx].view(-1, C, D)
     M = TL.shape[0]
     if mode is None:
         mode = "coupled" if _coupled_mode(P, n) else "flat"
-    kk = subs.clamp(max=n).to(torch.long)
+    kk = subs.to(dev).clamp(max=n).to(torch.long)
     Q = len(kk)
-    own = torch.arange(Q) if src is None else src
+    own = torch.arange(Q, device=dev) if src is None else src.to(dev)
     cap = _caps(x, y)
-    lo_cd = torch.empty(Q, C, D, dtype=dt)
-    hi_cd = torch.empty(Q, C, D, dtype=dt)
+    lo_cd = torch.empty(Q, C, D, dtype=dt, device=dev)
+    hi_cd = torch.empty(Q, C, D, dtype=dt, device=dev)
     per_box = (2 ** P if mode == "coupled" else P) * n * P
-    step = max(1, CHUNK_ELEMENTS // max(per_box, 1))
+    step = max(1, chunk_elements(dev) // max(per_box, 1))
     for a in range(0, Q, step):
-        qs = torch.arange(a, min(Q, a + step))
+        qs = torch.arange(a, min(Q, a + step), device=dev)
         boxes_q, inv = torch.unique(own[qs], return_inverse=True)
         TLb, TUb = TL[boxes_q], TU[boxes_q]
         rel = _relaxation(model, TLb, TUb, xt, y, g, cap)
         fn = _coupled if mode == "coupled" else _flat
         lo_q, hi_q = fn(TLb, TUb, xt, rel, kk[qs], inv, lam, s, g)
         lo_cd[qs], hi_cd[qs] = lo_q, hi_q
-    lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
-    hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt)
+    lo_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt, device=dev)
+    hi_out = torch.empty(Q, boxes.lo.shape[1], dtype=dt, device=dev)
     lo_out[:, flat_idx], hi_out[:, flat_idx] = lo_cd.reshape(Q, P), hi_cd.reshape(Q, P)
     # rounding of the joint bound before it meets IBP's: relative to an isotone magnitude (the
     # box's largest |theta|), so the margin itself only grows with the box
@@ -368,82 +419,6 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     hi = torch.minimum(ibp.hi, hi_out + marg)
     # two sound bounds of a (near-)point can still cross by rounding: the rule of _meet
     return Interval(*_meet(lo, hi, _rows(mag, src), settings))
-
-
-def _candidates_range(vals: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    st = torch.stack(vals, 0)
-    return st.amin(0), st.amax(0)
-
-
-def _mag(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    """max(|lo|, |hi|) = max(hi, -lo): grows when [lo, hi] grows (an isotone rounding scale)."""
-    return torch.maximum(hi, -lo).clamp(min=0)
-
-
-def mlp1_gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                         clip: float, out: tuple[torch.Tensor, torch.Tensor] | None = None) -> Interval:
-    """Exact clipped per-sample gradient ranges [K, P, n] of a one-hidden-layer MSE network over
-    the box (module docstring, part 2), intersected with IBP; written into ``out`` when given
-    (see :func:`certdp.bounds.ibp.gradient_bounds`)."""
-    ibp = gradient_bounds(model, theta, x, y, clip=clip, out=out)
-    lo_buf, hi_buf = ibp.lo, ibp.hi
-    (sw0, sb0, (H, d)), (sw1, sb1, _) = model.slices()
-    K, n = theta.lo.shape[0], x.shape[0]
-    W1l, W1u = theta.lo[:, sw0].view(K, H, d), theta.hi[:, sw0].view(K, H, d)
-    b1l, b1u = theta.lo[:, sb0], theta.hi[:, sb0]
-    wl, wu = theta.lo[:, sw1].view(K, 1, H), theta.hi[:, sw1].view(K, 1, H)
-    b2l, b2u = theta.lo[:, sb1], theta.hi[:, sb1]
-    xp, xn = x.clamp(min=0), x.clamp(max=0)
-    zl = xp @ W1l.transpose(1, 2) + xn @ W1u.transpose(1, 2) + b1l.unsqueeze(1)   # [K, n, H]
-    zu = xp @ W1u.transpose(1, 2) + xn @ W1l.transpose(1, 2) + b1u.unsqueeze(1)
-    al, au = zl.clamp(min=0), zu.clamp(min=0)
-    tl = torch.minimum(wl * al, wl * au)                                      # w*a, a >= 0: exact
-    tu = torch.maximum(wu * al, wu * au)
-    fl = tl.sum(-1, keepdim=True) + b2l.view(K, 1, 1)
-    fu = tu.sum(-1, keepdim=True) + b2u.view(K, 1, 1)
-    yy = y.view(1, n, 1)
-    # rounding margin on the rest r_h = f - t_h: relative to isotone magnitudes
-    eps = 1e-13 * (2 * _mag(fl, fu) + 2 * _mag(tl, tu) + yy.abs() + 1)
-    cl = fl - tl - yy - eps                                                   # c = rest_h - y
-    cu = fu - tu - yy + eps
-    # dL/dW2_h = 2 a (w a + c)
-    cands = []
-    for w in (wl, wu):
-        for c in (cl, cu):
-            astar = (-c / (2 * w).where(w != 0, torch.ones_like(w))).clamp(min=al, max=au)
-            astar = torch.where(w != 0, astar, al)
-            for a_ in (al, au, astar):
-                cands.append(2 * a_ * (w * a_ + c))
-    gw2_l, gw2_u = _candidates_range(cands)
-    # dL/db1_h = 2 (w z + c) w on z > 0, else 0
-    zp = zl.clamp(min=0)
-    cands = []
-    for z in (zp, zu):
-        for c in (cl, cu):
-            wstar = (-c / (2 * z).where(z > 0, torch.ones_like(z))).clamp(min=wl, max=wu)
-            wstar = torch.where(z > 0, wstar, wl)
-            for w in (wl, wu, wstar):
-                cands.append(2 * (w * z + c) * w)
-    gb1_l, gb1_u = _candidates_range(cands)
-    active = zu > 0
-    maybe_off = zl <= 0
-    zero = torch.zeros_like(gb1_l)
-    gb1_l = torch.where(active, torch.where(maybe_off, torch.minimum(gb1_l, zero), gb1_l), zero)
-    gb1_u = torch.where(active, torch.where(maybe_off, torch.maximum(gb1_u, zero), gb1_u), zero)
-    m2 = 2e-12 * _mag(gw2_l, gw2_u)
-    m1 = 2e-12 * _mag(gb1_l, gb1_u)
-    gw2_l, gw2_u, gb1_l, gb1_u = gw2_l - m2, gw2_u + m2, gb1_l - m1, gb1_u + m1
-    # W1_hj = db1_h * x_j
-    xpj, xnj = xp.T.view(1, 1, d, n), xn.T.view(1, 1, d, n)
-    bl_, bu_ = gb1_l.transpose(1, 2).unsqueeze(2), gb1_u.transpose(1, 2).unsqueeze(2)   # [K, H, 1, n]
-    gw1_l = (bl_ * xpj + bu_ * xnj).reshape(K, H * d, n)
-    gw1_u = (bu_ * xpj + bl_ * xnj).reshape(K, H * d, n)
-    new = [(sw0, gw1_l, gw1_u), (sb0, gb1_l.transpose(1, 2), gb1_u.transpose(1, 2)),
-           (sw1, gw2_l.transpose(1, 2), gw2_u.transpose(1, 2))]
-    for sl, l_, u_ in new:
-        lo_buf[:, sl] = torch.maximum(lo_buf[:, sl], l_.clamp(-clip, clip))
-        hi_buf[:, sl] = torch.minimum(hi_buf[:, sl], u_.clamp(-clip, clip))
-    return Interval(lo_buf, hi_buf)
 
 
 class CROWN(Certificate):
@@ -474,6 +449,11 @@ class CROWN(Certificate):
         if self._mlp1(model):
             return mlp1_gradient_bounds(model, theta, x, y, clip=clip, out=out)
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
+
+    def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
+        if self._mlp1(model):
+            return super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)
+        return gradient_topk_sums(model, boxes, x, y, subs=subs, src=src, clip=clip)
 
     def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
         if model.n_layers == 1:

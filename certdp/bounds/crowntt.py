@@ -145,6 +145,8 @@ class CrownTT(Certificate):
     options = ("horizon", "substitutions", "branch", "alpha_iters")
     scope = "single-layer heads (linear mse regression, linear hinge classifier, softmax-ce head)"
     nesting_monotone = False
+    devices = ("cpu",)
+    device_note = "its relational bounds build their tensors on the CPU"
 
     def __init__(self, *, horizon=None, substitutions: str = "per_epoch", branch="auto", alpha_iters=0):
         if horizon in (None, "null", "full", "none"):

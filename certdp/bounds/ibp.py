@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from certdp.bounds.aggregate import MODES, TAU_FRACTIONS, batch_sum_from_stats, tau_sums
+from certdp.bounds.aggregate import MODES, TAU_FRACTIONS, _rows, batch_sum_from_stats, tau_sums, top_sum
 from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, forward_bounds, matmul_interval
 from certdp.errors import ConfigError
@@ -44,6 +44,40 @@ def backprop_relu(delta: Interval, w: Interval, z: Interval) -> Interval:
                     s_lo * back.hi + s_un * back.hi.clamp(min=0))
 
 
+def _layer_deltas(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor):
+    """The interval backward pass, layer by layer from the last: yields ``(l, dlo, dhi, a1, a2,
+    exact)`` with the bounds [K, o, 1, n] of the layer's output delta and its input, either exact
+    (``exact``: (x+, x-) as [i, n] each) or post-ReLU (>= 0: its bounds [K, 1, i, n])."""
+    fwd, acts, pres = forward_bounds(model, theta, x)
+    delta = loss_grad_bounds(model, fwd, y)
+    lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
+    xt = x.transpose(0, 1).contiguous()
+    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
+    for l in range(model.n_layers - 1, -1, -1):
+        dlo = delta.lo.transpose(-1, -2).contiguous().unsqueeze(-2)     # [K, o, 1, n]
+        dhi = delta.hi.transpose(-1, -2).contiguous().unsqueeze(-2)
+        if l == 0:
+            yield l, dlo, dhi, xp, xn, True
+        else:
+            alo = acts[l].lo.transpose(-1, -2).contiguous().unsqueeze(-3)  # [K, 1, i, n], >= 0
+            ahi = acts[l].hi.transpose(-1, -2).contiguous().unsqueeze(-3)
+            yield l, dlo, dhi, alo, ahi, False
+        if l > 0:
+            delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
+
+
+def _weight_block(dlo, dhi, a1, a2, exact: bool, vlo: torch.Tensor, vhi: torch.Tensor) -> None:
+    """Unclipped weight-gradient bounds of one layer (or of some of its output units) into
+    ``vlo``, ``vhi`` [K, o, i, n]: delta times the layer input, element by element."""
+    if exact:
+        # exact input: d*x is smallest at d_lo where x >= 0 and at d_hi where x < 0
+        torch.mul(dlo, a1, out=vlo); vlo.addcmul_(dhi, a2)
+        torch.mul(dhi, a1, out=vhi); vhi.addcmul_(dlo, a2)
+    else:
+        torch.mul(dlo.clamp(min=0), a1, out=vlo); vlo.addcmul_(dlo.clamp(max=0), a2)
+        torch.mul(dhi.clamp(min=0), a2, out=vhi); vhi.addcmul_(dhi.clamp(max=0), a1)
+
+
 def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
                     clip: float, out: tuple[torch.Tensor, torch.Tensor] | None = None) -> Interval:
     """Clipped per-sample gradient intervals [K, P, n] (samples last) over the boxes [K, P].
@@ -51,41 +85,76 @@ def gradient_bounds(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch
     Samples are the last axis so that the batch aggregation (sums and top-k over samples)
     runs over contiguous memory.  The result is written into ``out`` (two [K, P, n] tensors the
     caller owns) when given, else into fresh tensors."""
-    fwd, acts, pres = forward_bounds(model, theta, x)
-    delta = loss_grad_bounds(model, fwd, y)
-    lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
     if out is None:
-        lo_buf = torch.empty(K, P, n, dtype=theta.lo.dtype)
-        hi_buf = torch.empty(K, P, n, dtype=theta.lo.dtype)
+        lo_buf = torch.empty(K, P, n, dtype=theta.lo.dtype, device=theta.lo.device)
+        hi_buf = torch.empty(K, P, n, dtype=theta.lo.dtype, device=theta.lo.device)
     else:
         lo_buf, hi_buf = out
-    xt = x.transpose(0, 1).contiguous()
-    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
-    for l in range(model.n_layers - 1, -1, -1):
+    for l, dlo, dhi, a1, a2, exact in _layer_deltas(model, theta, x, y):
         sw, sb, (o, i) = model.slices()[l]
-        dlo = delta.lo.transpose(-1, -2).contiguous().unsqueeze(-2)     # [K, o, 1, n]
-        dhi = delta.hi.transpose(-1, -2).contiguous().unsqueeze(-2)
-        vlo = lo_buf[:, sw].view(K, o, i, n)
-        vhi = hi_buf[:, sw].view(K, o, i, n)
-        if l == 0:
-            # exact input: d*x is smallest at d_lo where x >= 0 and at d_hi where x < 0
-            torch.mul(dlo, xp, out=vlo); vlo.addcmul_(dhi, xn)
-            torch.mul(dhi, xp, out=vhi); vhi.addcmul_(dlo, xn)
-        else:
-            alo = acts[l].lo.transpose(-1, -2).contiguous().unsqueeze(-3)  # [K, 1, i, n], >= 0
-            ahi = acts[l].hi.transpose(-1, -2).contiguous().unsqueeze(-3)
-            torch.mul(dlo.clamp(min=0), alo, out=vlo); vlo.addcmul_(dlo.clamp(max=0), ahi)
-            torch.mul(dhi.clamp(min=0), ahi, out=vhi); vhi.addcmul_(dhi.clamp(max=0), alo)
+        _weight_block(dlo, dhi, a1, a2, exact, lo_buf[:, sw].view(K, o, i, n), hi_buf[:, sw].view(K, o, i, n))
         lo_buf[:, sb] = dlo.squeeze(-2)
         hi_buf[:, sb] = dhi.squeeze(-2)
-        if l > 0:
-            delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
     # NaN-safe clip: a NaN end (0 * inf, inf - inf: only where a pass overflowed) becomes the
     # trivial bound -gamma / +gamma, which holds for every clipped gradient
     torch.nan_to_num_(lo_buf, nan=-clip).clamp_(-clip, clip)
     torch.nan_to_num_(hi_buf, nan=clip).clamp_(-clip, clip)
     return Interval(lo_buf, hi_buf)
+
+
+# Elements (boxes x coordinates x samples) of one block of per-sample bounds that
+# :func:`gradient_topk_sums` forms at a time on the CPU (64 MB): no [K, P, n] tensor, and blocks
+# large enough that a loaded machine's thread barriers (two per torch operation) do not dominate;
+# 2^20 (cache-sized) was faster on an idle core and 1.5-2x slower at load 2.  A CUDA device takes
+# whole layers.
+BLOCK_ELEMENTS = 2 ** 23
+
+
+def gradient_topk_sums(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                       subs: torch.Tensor, src: torch.Tensor | None = None, clip: float) -> Interval:
+    """``aggregate.batch_sum(gradient_bounds(...), subs, src, clip, mode="topk")`` without the
+    [K, P, n] per-sample intervals: the same per-sample values (the same element-wise
+    operations), clipped, summed and top-k-reduced block by block of output units, each block
+    small enough to stay in cache.  Every row sum runs over the whole sample axis of a block of
+    at least two rows and the top-k sums read the same sorted values
+    (:func:`certdp.bounds.aggregate.top_values`), so the result is bit-identical to the
+    materialised form on the CPU."""
+    K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
+    dev, dt = theta.lo.device, theta.lo.dtype
+    kk = subs.to(dev).clamp(max=n)
+    Q = len(kk)
+    lo_out = torch.empty(Q, P, dtype=dt, device=dev)
+    hi_out = torch.empty(Q, P, dtype=dt, device=dev)
+    kg = (kk.to(dt) * clip).unsqueeze(-1)
+    budget = BLOCK_ELEMENTS if dev.type == "cpu" else 1 << 62
+    for l, dlo, dhi, a1, a2, exact in _layer_deltas(model, theta, x, y):
+        sw, sb, (o, i) = model.slices()[l]
+        h = max(1, min(o, budget // max(K * (i + 1) * n, 1)))
+        # one pair of buffers per layer, reused by its blocks (fresh large allocations cost more
+        # than the arithmetic on them)
+        buf_lo = torch.empty(K * (h * i + h) * n, dtype=dt, device=dev)
+        buf_hi = torch.empty_like(buf_lo)
+        for u0 in range(0, o, h):
+            u1 = min(o, u0 + h)
+            m = u1 - u0
+            # rows: the m x i weights of units u0..u1, then their m biases (at least two rows, so
+            # that every row is summed as in the [K, P, n] form)
+            r = m * i + m
+            blo = buf_lo[:K * r * n].view(K, r, n)
+            bhi = buf_hi[:K * r * n].view(K, r, n)
+            _weight_block(dlo[:, u0:u1], dhi[:, u0:u1], a1, a2, exact,
+                          blo[:, :m * i].view(K, m, i, n), bhi[:, :m * i].view(K, m, i, n))
+            blo[:, m * i:] = dlo[:, u0:u1].squeeze(-2)
+            bhi[:, m * i:] = dhi[:, u0:u1].squeeze(-2)
+            torch.nan_to_num_(blo, nan=-clip).clamp_(-clip, clip)     # NaN-safe clip (gradient_bounds)
+            torch.nan_to_num_(bhi, nan=clip).clamp_(-clip, clip)
+            lo = _rows(blo.sum(-1), src) - top_sum(blo, kk, src, largest=True) - kg     # top-k lower bounds leave
+            hi = _rows(bhi.sum(-1), src) - top_sum(bhi, kk, src, largest=False) + kg    # bottom-k upper bounds leave
+            w0, b0 = sw.start + u0 * i, sb.start + u0
+            lo_out[:, w0:w0 + m * i], lo_out[:, b0:b0 + m] = lo[:, :m * i], lo[:, m * i:]
+            hi_out[:, w0:w0 + m * i], hi_out[:, b0:b0 + m] = hi[:, :m * i], hi[:, m * i:]
+    return Interval(lo_out, hi_out)
 
 
 def _block_stats(dlo, dhi, alo, ahi, clip: float, exact: bool):
@@ -117,7 +186,7 @@ def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: to
     lo_layers, hi_layers = model.unflatten(theta.lo), model.unflatten(theta.hi)
     K, P = theta.lo.shape[0], model.n_params
     F = len(TAU_FRACTIONS)
-    stats = [torch.empty(K, P, F, dtype=theta.lo.dtype) for _ in range(2)]
+    stats = [torch.empty(K, P, F, dtype=theta.lo.dtype, device=theta.lo.device) for _ in range(2)]
     xt = x.transpose(0, 1).contiguous()
     xp, xn = xt.clamp(min=0), xt.clamp(max=0)
     for l in range(model.n_layers - 1, -1, -1):
@@ -137,6 +206,31 @@ def gradient_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: to
             stats[j][:, sb] = rb[j]
         if l > 0:
             delta = backprop_relu(delta, Interval(lo_layers[l][0], hi_layers[l][0]), pres[l - 1])
+    return tuple(stats)
+
+
+def gradient_sum_stats_blocked(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *,
+                               clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gradient_sum_stats`, bit for bit, computed block by block of output units (the same
+    element-wise operations and per-row sums, on blocks that stay in cache): the eager form."""
+    K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
+    dev, dt = theta.lo.device, theta.lo.dtype
+    F = len(TAU_FRACTIONS)
+    stats = [torch.empty(K, P, F, dtype=dt, device=dev) for _ in range(2)]
+    budget = BLOCK_ELEMENTS if dev.type == "cpu" else 1 << 62
+    for l, dlo, dhi, a1, a2, exact in _layer_deltas(model, theta, x, y):
+        sw, sb, (o, i) = model.slices()[l]
+        h = max(1, min(o, budget // max(K * max(i, 2) * n, 1)))   # >= 2 rows per block: see gradient_topk_sums
+        for u0 in range(0, o, h):
+            u1 = min(o, u0 + h)
+            r = _block_stats(dlo[:, u0:u1], dhi[:, u0:u1], a1, a2, clip, exact)
+            w0 = sw.start + u0 * i
+            for j in range(2):
+                stats[j][:, w0:w0 + (u1 - u0) * i] = r[j].reshape(K, (u1 - u0) * i, F)
+        rb = tau_sums(torch.nan_to_num(dlo.squeeze(-2), nan=-clip).clamp(-clip, clip),
+                      torch.nan_to_num(dhi.squeeze(-2), nan=clip).clamp(-clip, clip), clip=clip)
+        for j in range(2):
+            stats[j][:, sb] = rb[j]
     return tuple(stats)
 
 
@@ -181,7 +275,7 @@ def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tenso
             log.warning("torch.compile unavailable (%s); eager IBP", type(e).__name__)
             _COMPILE["failed"] = True
     _EAGER_WORK[key] = _EAGER_WORK.get(key, 0) + size
-    return gradient_sum_stats(model, theta, x, y, clip=clip)
+    return gradient_sum_stats_blocked(model, theta, x, y, clip=clip)
 
 
 SUBSTITUTIONS = ("per_epoch", "per_batch")
@@ -222,4 +316,4 @@ class IBP(Certificate):
         if self.aggregation == "tau":
             stats = sum_stats(model, boxes, x, y, clip=clip)
             return batch_sum_from_stats(stats, subs=subs, src=src, clip=clip, b=x.shape[0])
-        return super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)
+        return gradient_topk_sums(model, boxes, x, y, subs=subs, src=src, clip=clip)

@@ -186,6 +186,8 @@ class MILP(Certificate):
                "run_time_limit", "solve", "nodes")
     scope = "single-layer mse or hinge models"
     memory_factor = 48
+    devices = ("cpu",)
+    device_note = "its windows are solved by HiGHS, a CPU solver"
     # one binary per record of the window with sum <= k: the window's budget is exact for any k
     window_budget = True
     # safe bounds are sound but not within a data-independent distance of the optimum (module

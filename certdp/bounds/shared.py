@@ -38,6 +38,7 @@ class SharedBoxes(Certificate):
     def __init__(self, base: Certificate, ratio: float, *, topk_cap: int = 256):
         self.base, self.ratio, self.topk_cap = base, float(ratio), int(topk_cap)
         self.name = f"{base.name}+shared{ratio:g}"
+        self.devices, self.device_note = base.devices, base.device_note
 
     def nesting_refusal(self):
         return ("ags.share_ratio", "shared per-sample bounds (ags.share_ratio) give radii k and k+1 the same box, "
@@ -61,16 +62,18 @@ class SharedBoxes(Certificate):
             if is_rep[j]:
                 nxt = j
             rep[j] = nxt
-        return torch.as_tensor(rep)
+        return torch.as_tensor(rep, device=ks.device)
 
     def step_bounds(self, model, boxes: Interval, x, y, *, subs, src=None, settings) -> Interval:
         gamma, lam, lr = settings.clip, settings.contraction, settings.lr
         b = x.shape[0]
-        own = torch.arange(len(subs)) if src is None else src
-        rep = self._reps(subs) if src is None else src
+        dev = boxes.lo.device
+        subs = subs.to(dev)
+        own = torch.arange(len(subs), device=dev) if src is None else src.to(dev)
+        rep = self._reps(subs) if src is None else src.to(dev)
         Q, P = len(subs), boxes.lo.shape[1]
-        lo_out = torch.empty(Q, P, dtype=boxes.lo.dtype)
-        hi_out = torch.empty(Q, P, dtype=boxes.hi.dtype)
+        lo_out = torch.empty(Q, P, dtype=boxes.lo.dtype, device=dev)
+        hi_out = torch.empty(Q, P, dtype=boxes.hi.dtype, device=dev)
         big = subs >= b
         if big.any():
             lo_out[big] = lam * boxes.lo[own[big]] - lr * gamma
@@ -78,14 +81,14 @@ class SharedBoxes(Certificate):
         small = (~big).nonzero().flatten()
         if len(small):
             reps = torch.unique(rep[small])
-            scratch = self.scratch((len(reps), model.n_params, b), boxes.lo.dtype)
+            scratch = self.scratch((len(reps), model.n_params, b), boxes.lo.dtype, dev)
             g = self.base.per_sample_gradient_bounds(model, Interval(boxes.lo[reps], boxes.hi[reps]), x, y,
                                                      clip=gamma, out=scratch)
             for gi, r in enumerate(reps.tolist()):
                 members = small[rep[small] == r]
                 kk = subs[members]
                 lo_g, hi_g = g.lo[gi], g.hi[gi]                                  # [P, b]
-                at = torch.zeros(len(members), dtype=torch.long)
+                at = torch.zeros(len(members), dtype=torch.long, device=dev)
                 rm_lo = top_sum(lo_g.unsqueeze(0), kk, at, largest=True, cap=self.topk_cap)   # [M, P]
                 rm_hi = top_sum(hi_g.unsqueeze(0), kk, at, largest=False, cap=self.topk_cap)
                 kg = (kk.to(boxes.lo.dtype) * gamma).unsqueeze(-1)

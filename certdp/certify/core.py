@@ -22,7 +22,8 @@ def nominal(exp: Experiment, theta0: torch.Tensor | None = None) -> torch.Tensor
     """The nominal algorithm's parameters M(f, theta_init, D) [P]; a run whose parameters stop
     being finite is refused naming the step (lower ``train.lr``)."""
     theta0 = exp.model.init(exp.train.seed) if theta0 is None else theta0
-    theta = train(exp.model, theta0, exp.x, exp.y, exp.train, plan=exp.plan)
+    x, y, plan = exp.on_device
+    theta = train(exp.model, theta0, x, y, exp.train, plan=plan, device=exp.device).cpu()
     if not torch.isfinite(theta).all():
         t = diverged_at(exp, theta0)
         raise ConfigError("train.lr", f"training diverged at step {t}: parameters not finite; "
@@ -33,12 +34,15 @@ def nominal(exp: Experiment, theta0: torch.Tensor | None = None) -> torch.Tensor
 def envelopes(exp: Experiment, *, theta_start: torch.Tensor | None = None, window: tuple[int, int] | None = None,
               progress: bool = False, check: bool = True) -> Envelopes:
     """AGT envelopes T_k for every radius of ``exp.ks``, from ``theta_start`` (default the
-    initialisation) over the whole run or one ``window`` of steps [a, b) of the batch plan.
+    initialisation) over the whole run or one ``window`` of steps [a, b) of the batch plan,
+    computed on ``exp.device`` and returned on the CPU (an exact copy of the float64 boxes).
     Non-finite envelopes are refused unless ``check`` is false (the audit counts them as
     violations instead)."""
     theta0 = exp.model.init(exp.train.seed) if theta_start is None else theta_start
-    env = run_agt(exp.model, theta0, exp.x, exp.y, exp.train, exp.ks, certificate=exp.engine, plan=exp.plan,
-                  progress=progress, steps=None if window is None else range(*window))
+    x, y, plan = exp.on_device
+    env = run_agt(exp.model, theta0, x, y, exp.train, exp.ks, certificate=exp.engine, plan=plan,
+                  progress=progress, steps=None if window is None else range(*window), device=exp.device)
+    env = Envelopes(env.k_values.cpu(), env.lo.cpu(), env.hi.cpu(), env.nominal.cpu())
     if not torch.isfinite(env.nominal).all():
         t = diverged_at(exp, theta0)
         raise ConfigError("train.lr", f"training diverged at step {t}: parameters not finite; "
@@ -114,9 +118,13 @@ def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor | Non
     (the smoothness proof's T_0, privacy/sensitivity.py); it equals model.forward up to rounding."""
     xt = exp.xt if xt is None else xt
     bound = exp.engine.output_bounds
-    out = bound(exp.model, env.box, xt)                      # [K, n, 1]
-    p0 = bound(exp.model, Interval(env.nominal.unsqueeze(0), env.nominal.unsqueeze(0)), xt)
-    p_lo, p_hi = p0.lo[0], p0.hi[0]                          # [n, 1]
+    dev, xd = exp.device, xt.to(exp.device)
+    # the engine's output pass on the device; the staircase itself on the CPU ([K, n] numbers)
+    out = bound(exp.model, Interval(env.lo.to(dev), env.hi.to(dev)), xd)          # [K, n, 1]
+    out = Interval(out.lo.cpu(), out.hi.cpu())
+    nom = env.nominal.to(dev).unsqueeze(0)
+    p0 = bound(exp.model, Interval(nom, nom), xd)
+    p_lo, p_hi = p0.lo[0].cpu(), p0.hi[0].cpu()                                     # [n, 1]
     rng = exp.dataset.output_range
     lo, hi = out.lo, out.hi
     if rng is not None:

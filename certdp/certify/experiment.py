@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -63,6 +64,20 @@ class Experiment:
     @property
     def n_train(self) -> int:
         return int(self.x.shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        """Where nominal training and AGT compute: the resolved ``device`` setting.  The
+        experiment's own tensors stay on the CPU (runners, staircases and releases read them
+        there, so that a release draws the same noise on every device); :attr:`on_device` holds
+        the copies the computation reads."""
+        return torch.device(self.settings.run.device)
+
+    @cached_property
+    def on_device(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x, y, plan) on :attr:`device`, moved once per experiment (the same tensors on the CPU)."""
+        d = self.device
+        return self.x.to(d), self.y.to(d), self.plan.to(d)
 
     @property
     def certificate_name(self) -> str:
@@ -145,8 +160,9 @@ def diverged_at(exp: Experiment, theta0: torch.Tensor) -> int:
     parameter (replayed step by step; called only once a run has diverged)."""
     from certdp.training import train
     theta = theta0
+    x, y, plan = exp.on_device
     for t in range(exp.train.steps):
-        theta = train(exp.model, theta, exp.x, exp.y, exp.train, plan=exp.plan, steps=range(t, t + 1))
+        theta = train(exp.model, theta, x, y, exp.train, plan=plan, steps=range(t, t + 1), device=exp.device)
         if not torch.isfinite(theta).all():
             return t + 1
     return exp.train.steps
@@ -164,9 +180,11 @@ def require_finite(value: torch.Tensor, *, what: str, key: str = "train.lr",
 NO_DATA = {"dp_end_to_end": True, "scaling": "none"}     # a command that reads no records (feasibility)
 
 
-def with_provenance(frames: dict, provenance) -> dict:
+def with_provenance(frames: dict, provenance, *, device: str | torch.device) -> dict:
     """``frames`` with the provenance columns on every row of every table: ``scaling`` (where
-    the data's scaling came from) and ``dp_end_to_end`` (bool).
+    the data's scaling came from), ``dp_end_to_end`` (bool) and ``device`` (where training and
+    AGT computed: the resolved ``device`` setting, e.g. ``cpu`` or ``cuda:0``; runners pass
+    ``exp.device`` or ``settings.run.device``).
 
     ``provenance`` is a :class:`~certdp.data.Dataset` (its :func:`~certdp.data.provenance`) or
     the dict itself.  A row's ``dp_end_to_end`` is the dataset's (false under
@@ -190,5 +208,6 @@ def with_provenance(frames: dict, provenance) -> dict:
             flag &= df["smoothness_proof"].fillna(True).astype(bool)
         df["scaling"] = prov["scaling"]
         df["dp_end_to_end"] = flag
+        df["device"] = str(torch.device(device))
         out[name] = df
     return out

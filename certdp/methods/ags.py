@@ -214,7 +214,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     if st.ablation_n:
         out["ablation"] = sampling_ablation(exp, st, pv, common)
         out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted(set(st.ablation_n) | {1, n_rel}))
-    return with_provenance(out, ds)
+    return with_provenance(out, ds, device=exp.device)
 
 
 def publish_release(exp: Experiment, rel: Release, windows, first) -> dict:

@@ -144,7 +144,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     summary = results[results.epsilon == 1.0][["arm", "mechanism", "regime", "mae", "mse", "ss_mean"]] if len(results) else results
     if len(summary):
         log.info("at eps=1:\n%s", summary.to_string(index=False))
-    out = with_provenance({"results": results, "certificate": cert, **extra}, ds)
+    out = with_provenance({"results": results, "certificate": cert, **extra}, ds, device=exp.device)
     pub = publish.frame_name("answers")
     if pub in out:
         # the published table keeps the flag check_frames needs (dp_end_to_end, settings only) and
@@ -225,4 +225,4 @@ def run_certify(settings: ExperimentSettings, *, progress: bool = True) -> dict[
     log.info("certified %d radii in %.1f s", len(ks), timing["agt_seconds"])
     betas = sorted({REFERENCE_BETA} | ({exp.privacy.beta} if exp.privacy.beta else set()))
     return with_provenance({"certificate": staircase_frame(exp, sc, betas), "envelopes": pd.DataFrame(env_rows)},
-                           exp.dataset)
+                           exp.dataset, device=exp.device)

@@ -259,7 +259,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         srows, s_bad = smoothness_check(exp, xt, betas, a.smoothness, sizes, n_classes)
         rows += srows
         any_violation |= s_bad
-    out = with_provenance({"audit": pd.DataFrame(rows)}, exp.dataset)
+    out = with_provenance({"audit": pd.DataFrame(rows)}, exp.dataset, device=exp.device)
     if any_violation:
         log.error("audit: the certificate was violated")
         out["_exit_code"] = 1

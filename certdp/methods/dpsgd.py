@@ -20,4 +20,4 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
               "majority_rate": majority_rate(yt), "seed": exp.seed,
               "selection": settings.run.selection}
     rows = [{**common, **r} for r in baseline_rows(exp, settings.baselines.arms, exp.privacy)]
-    return with_provenance({"results": pd.DataFrame(rows)}, exp.dataset)
+    return with_provenance({"results": pd.DataFrame(rows)}, exp.dataset, device=exp.device)

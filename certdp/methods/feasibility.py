@@ -57,4 +57,4 @@ def run(settings: FeasibilitySettings, *, progress: bool = True) -> dict[str, pd
                 f" at 1-alpha = {p['peak_confidence']:.4f} (grid: {p['peak_rho_grid']:.4f} at {p['peak_confidence_grid']:.3f})")
         log.info(line)
     from certdp.certify.experiment import NO_DATA, with_provenance
-    return with_provenance({"results": res, "peaks": pk}, NO_DATA)
+    return with_provenance({"results": res, "peaks": pk}, NO_DATA, device="cpu")

@@ -345,7 +345,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         if len(at1):
             log.info("at eps=1 (best T per arm):\n%s", at1[["arm", "mechanism", "regime", "best_T", "error",
                                                            "excess", "excess_vs_agtr", "gs_over_arm"]].to_string(index=False))
-    return with_provenance({"results": res, "summary": summary}, ds)
+    return with_provenance({"results": res, "summary": summary}, ds, device=exp.device)
 
 
 def summarise(res: pd.DataFrame) -> pd.DataFrame:

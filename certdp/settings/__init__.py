@@ -29,6 +29,7 @@ from certdp.settings.hybrid import HybridSettings, hybrid_settings
 def _feasibility(cfg: Mapping[str, Any] | None) -> FeasibilitySettings:
     from certdp.data.params import choice, section
     run, sec = top_level(cfg, command="feasibility", sections=("dataset", "feasibility"))
+    run.require_cpu("certdp feasibility")
     d = section(sec["dataset"], "dataset")
     for k, v in d.items():               # the run folder's dataset part: no data is read
         if k != "name":

@@ -24,6 +24,37 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
 # Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
 SEED = partial(integer, lo=0, hi=2 ** 53)
 
+# ``device``: where training and AGT compute.  ``auto`` is a CUDA GPU when torch sees one, else the
+# CPU; ``cuda`` is the current CUDA device, ``cuda:N`` the N-th.  Resolved here, once, so that a run
+# records the device it used and a machine without the device refuses before any work.
+DEVICE_REQUESTS = "auto, cpu, cuda, cuda:N"
+
+
+def device_setting(value: Any, key: str) -> str:
+    """The resolved device (``cpu`` or ``cuda:N``) of a ``device`` request (:data:`DEVICE_REQUESTS`).
+    A CUDA request on a machine where torch sees no CUDA device, or an index beyond the devices it
+    sees, is a one-line refusal."""
+    import re
+
+    import torch
+    v = text(value, key, what=DEVICE_REQUESTS).strip().lower()
+    if v == "auto":
+        v = "cuda" if torch.cuda.is_available() else "cpu"
+    if v == "cpu":
+        return "cpu"
+    m = re.fullmatch(r"cuda(?::(\d+))?", v)
+    if m is None:
+        raise ConfigError(key, f"unknown device {value!r}; allowed: {DEVICE_REQUESTS}")
+    if not torch.cuda.is_available():
+        raise ConfigError(key, f"{v}: torch sees no CUDA device on this machine; allowed: auto, cpu")
+    count = torch.cuda.device_count()
+    idx = int(m.group(1)) if m.group(1) is not None else torch.cuda.current_device()
+    if idx >= count:
+        raise ConfigError(key, f"cuda:{idx} does not exist (torch sees {count} CUDA device(s)); allowed: auto, cpu, "
+                               f"cuda:0..cuda:{count - 1}")
+    return f"cuda:{idx}"
+
+
 # ``selection``: ``grid`` lets the arms that tune (optimised DP-SGD, the PATE classification
 # baseline, the hybrid's split / allocation / learning rate) choose among privately trained
 # candidates, reporting the composition over them as ``epsilon_end_to_end``; ``fixed`` trains only
@@ -90,6 +121,14 @@ class RunOptions:
     overwrite: bool
     selection: str = "grid"      # grid: arms that tune choose among private candidates | fixed: one candidate
     config_format: int = 2       # the layout of config.yaml (certdp rerun refuses another)
+    device: str = "cpu"          # the resolved device (cpu | cuda:N) of the ``device`` request
+    device_request: str = "auto"  # the request itself (auto | cpu | cuda | cuda:N)
+
+    def require_cpu(self, what: str) -> None:
+        """Refuse an explicit CUDA request for a command that computes on the CPU only (``auto``
+        is not a request for a GPU: it runs there on the CPU)."""
+        if self.device_request not in ("auto", "cpu"):
+            raise ConfigError("device", f"{what} computes on the CPU only; allowed: auto, cpu")
 
 
 def _run_fields() -> dict[str, Field]:
@@ -104,6 +143,7 @@ def _run_fields() -> dict[str, Field]:
         "overwrite": Field(False, boolean),
         "selection": Field("grid", partial(choice, allowed=SELECTION_MODES)),
         "config_format": Field(CONFIG_FORMAT, _config_format),
+        "device": Field("auto", device_setting),
     }
 
 
@@ -127,4 +167,5 @@ def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[st
                                            f"{', '.join(list(sections) + list(fields))}")
     run = {k: f.parse(cfg.get(k, f.default), k) for k, f in fields.items()}
     run["command"] = run["command"] or command
+    run["device_request"] = str(cfg.get("device", fields["device"].default)).strip().lower()
     return RunOptions(**run), {s: cfg.get(s) for s in sections}

@@ -94,9 +94,12 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
     privacy = privacy_settings(privacy_cfg, query=query)
     if command == "dpaudit":
         check_dpaudit_privacy(privacy)
+    certificate = certificate_settings(sec["certificate"])
+    from certdp.bounds import check_device
+    check_device(certificate.engine, run.device)        # an engine that cannot run there: refused now
     return ExperimentSettings(
         run=run, dataset=MappingProxyType(dataset), model=model, train=train,
-        staircase=staircase_settings(sec["staircase"]), certificate=certificate_settings(sec["certificate"]),
+        staircase=staircase_settings(sec["staircase"]), certificate=certificate,
         privacy=privacy, **extra)
 
 

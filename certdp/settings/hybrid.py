@@ -204,6 +204,7 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     """Read and check the composed config of ``certdp hybrid`` (fail fast, one-line
     :class:`ConfigError`; nothing is read or created)."""
     run, sec = top_level(cfg, command="hybrid", sections=TOP)
+    run.require_cpu("certdp hybrid (its encoder, heads and baselines)")
     d = section(sec["dataset"], "dataset")
     if d.get("name", "sst2") != "sst2":
         raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")

@@ -251,7 +251,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         for r in release_rows:
             r["release_lower_bound"] = top
         rows += release_rows
-    out = with_provenance({"results": pd.DataFrame(rows)}, exp.dataset)
+    out = with_provenance({"results": pd.DataFrame(rows)}, exp.dataset, device=exp.device)
     if violated:
         log.error("dpaudit: the empirical lower bound exceeds the claimed epsilon")
         out["_exit_code"] = 1

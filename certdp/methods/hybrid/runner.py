@@ -103,7 +103,7 @@ def run(s: HybridSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
     # SST-2: the encoder is public, PCA and thresholds are fitted on the public split
     from certdp.certify.experiment import with_provenance
     return with_provenance({"results": results, "accounting": _accounting_frame(results)},
-                           {"dp_end_to_end": True, "scaling": "public"})
+                           {"dp_end_to_end": True, "scaling": "public"}, device="cpu")
 
 
 def end_to_end_columns(s: HybridSettings, frame: pd.DataFrame) -> pd.DataFrame:

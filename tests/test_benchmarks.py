@@ -1,0 +1,65 @@
+"""Benchmarks cannot rot: every script in benchmarks/ runs in its ``--quick`` form (small shapes,
+seconds) and exits 0 with its report on stdout.  The numbers are not checked here (timing
+belongs to the benchmarks, not to tests); the lean path's bit-identity is tests/test_lean.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+
+
+def _run(script, *args, tmp_path, timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, cwd=tmp_path,
+                       env=env, timeout=timeout)
+    assert r.returncode == 0, f"{script} --quick failed:\n{r.stdout[-1500:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+def test_every_benchmark_has_a_quick_form():
+    scripts = sorted(p.name for p in BENCH.glob("*.py"))
+    for name in scripts:
+        assert "--quick" in (BENCH / name).read_text(), f"benchmarks/{name} has no --quick form"
+    assert set(scripts) <= set(QUICK) | {"probe.py", "epoch_certs.py"}, "a benchmark without a quick test"
+
+
+QUICK = {
+    "bench_table.py": ["--quick", "--devices", "cpu"],
+    "bench_agt.py": ["--quick"],
+    "containment.py": ["--quick", "--models", "linear,softmax"],
+    "identity_check.py": ["--quick", "--only", "blobs"],
+    "before_after.py": ["--quick"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_quick_benchmark_runs(script, tmp_path):
+    out = _run(script, *QUICK[script], tmp_path=tmp_path)
+    assert out.strip()
+
+
+def test_bench_table_prints_one_table(tmp_path):
+    out = _run("bench_table.py", "--quick", "--devices", "cpu", "--only", "linear,blobs", tmp_path=tmp_path)
+    lines = [ln for ln in out.splitlines() if ln.startswith(("linear", "blobs"))]
+    assert len(lines) == 2 and all(" cpu " in ln for ln in lines)
+
+
+@pytest.mark.slow
+def test_epoch_certs_quick_runs_every_section(tmp_path):
+    out = _run("epoch_certs.py", "--quick", "--out", str(tmp_path / "ec"), tmp_path=tmp_path)
+    for section in ("blobs ibp", "blobs crowntt alpha_iters", "linear ablation", "california BS250", "ags blobs"):
+        assert section in out
+
+
+@pytest.mark.slow
+def test_probe_quick_runs(tmp_path):
+    out = _run("probe.py", "--root", str(ROOT), "--quick", "--out", str(tmp_path / "probe"), "--jobs", "1",
+               tmp_path=tmp_path)
+    assert "refused-ok" in out
