@@ -68,7 +68,7 @@ bench() {
 run_ags() {   # name, seconds, overrides...
     local name=$1 secs=$2; shift 2
     /usr/bin/time -f "$name wall %e s" timeout "$secs" $PY -m certdp.cli ags dataset=mnist5 'ags.baselines=[]' \
-        out_root="$OUT/runs" run="$name" progress=false "$@" 2>&1 | tail -25 | tee -a "$OUT/mnist5.txt"
+        out_root="$OUT/runs" run="$name" progress=false "$@" 2>&1 | tee "$OUT/$name.log" | tail -25 | tee -a "$OUT/mnist5.txt"
     cp "$OUT/runs/ags/mnist5/$name/results.csv" "$OUT/mnist5_$name.csv" 2>/dev/null || echo "$name: no results" | tee -a "$OUT/mnist5.txt"
 }
 
@@ -90,11 +90,22 @@ print("proven >= shared - 0.01 at every epsilon:", bool(m.ok.all()), "| proven d
 EOF
 }
 
+session1() {   # one device call (timeout_s 600): the equality checks, then the proven run
+    timeout 90 bash "$0" equality
+    BUDGET=${BUDGET:-560}
+    run_ags proven "$(left)" privacy.reproducible_release=true
+}
+
+session2() {   # the next call, while the machine is warm: the bench table on both devices
+    timeout "${BENCH_S:-200}" $PY benchmarks/bench_table.py --csv "$OUT/bench.csv" 2>"$OUT/bench.log" | tee "$OUT/bench.md"
+    tail -20 "$OUT/bench.log"
+}
+
 case "${1:-quick}" in
     prepare) prepare ;;
     quick) equality; bench ;;
     mnist5) proven; shared; compare ;;
-    equality|bench|proven|shared|compare) "$1" ;;
-    *) echo "usage: $0 prepare|quick|mnist5|equality|bench|proven|shared|compare" >&2; exit 2 ;;
+    equality|bench|proven|shared|compare|session1|session2) "$1" ;;
+    *) echo "usage: $0 prepare|quick|mnist5|session1|session2|equality|bench|proven|shared|compare" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
