@@ -72,8 +72,8 @@ run_ags() {   # name, seconds, overrides...
     cp "$OUT/runs/ags/mnist5/$name/results.csv" "$OUT/mnist5_$name.csv" 2>/dev/null || echo "$name: no results" | tee -a "$OUT/mnist5.txt"
 }
 
-proven() { run_ags proven "$(left)"; }                       # device=auto: the GPU profile
-shared() { run_ags shared "$(left)" ags.share_ratio=4 staircase.k_max=4096 privacy.smoothness=unproven certificate=crown; }
+proven() { run_ags proven "$(left)" "$@"; }                  # device=auto: the GPU profile
+shared() { run_ags shared "$(left)" "$@" ags.share_ratio=4 staircase.k_max=4096 privacy.smoothness=unproven certificate=crown; }
 
 compare() {
     $PY - "$OUT" <<'EOF' | tee -a "$OUT/mnist5.txt"
@@ -105,7 +105,7 @@ case "${1:-quick}" in
     prepare) prepare ;;
     quick) equality; bench ;;
     mnist5) proven; shared; compare ;;
-    equality|bench|proven|shared|compare|session1|session2) "$1" ;;
+    equality|bench|proven|shared|compare|session1|session2) stage=$1; shift; "$stage" "$@" ;;
     *) echo "usage: $0 prepare|quick|mnist5|session1|session2|equality|bench|proven|shared|compare" >&2; exit 2 ;;
 esac
 ls -la "$OUT"

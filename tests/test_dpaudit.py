@@ -72,7 +72,7 @@ def _settings(*overrides):
     from certdp import results
     from certdp.settings.compose import compose_and_parse
     results.register_resolvers()
-    return compose_and_parse("dpaudit", list(overrides), config_path="configs", config_name="dpaudit")[0]
+    return compose_and_parse("dpaudit", list(overrides), multirun=False, config_path="configs", config_name="dpaudit")[0]
 
 
 def test_placements_come_from_the_batch_plan():

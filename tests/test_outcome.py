@@ -86,7 +86,7 @@ def _settings(run: str, path: str, more=()):
     _, target, task = _frame(run.split("-")[0])
     args = ["dataset=csv", f"dataset.path={path}", f"dataset.target={target}", f"dataset.task={task}",
             *SMALL, *extra, *more]
-    return compose_and_parse(cmd, args, config_path=str(config_dir()), config_name=cmd)[0]
+    return compose_and_parse(cmd, args, multirun=False, config_path=str(config_dir()), config_name=cmd)[0]
 
 
 def _private_row(n: int, i: int = 3) -> int:

@@ -97,6 +97,11 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
                                          f"one (csv, california, linear)")
         from certdp.certify.released import feature_matrix
         prep = exp.dataset.preprocessing
+        missing = [c for c in prep.columns if c not in table[0]]
+        if missing:
+            raise ConfigError("queries", f"missing column{'s' if len(missing) > 1 else ''} "
+                                         f"{', '.join(map(repr, missing[:5]))} in {settings.queries}; allowed: a "
+                                         f"table with the model's columns {', '.join(map(repr, prep.columns[:10]))}")
         try:
             raw = feature_matrix(prep, *table, where=f"queries file {settings.queries}")
         except ConfigError as e:
@@ -148,8 +153,9 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     pub = publish.frame_name("answers")
     if pub in out:
         # the published table keeps the flag check_frames needs (dp_end_to_end, settings only) and
-        # drops the helper column and the scaling label (the README and `publishable` say it)
-        out[pub] = out[pub].drop(columns=["smoothness_proof", "scaling"])
+        # drops the helper column, the scaling label (the README and `publishable` say it) and the
+        # device (a detail of the researcher's run)
+        out[pub] = out[pub].drop(columns=["smoothness_proof", "scaling", "device"])
     return out
 
 
