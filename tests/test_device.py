@@ -198,13 +198,13 @@ def _compose(command, overrides):
 
 @pytest.mark.parametrize("dataset,k_gpu", [("mnist5", 4096), ("imdb", 512)])
 def test_the_proven_paper_radii_are_the_gpu_default(dataset, k_gpu):
-    """device=cuda composes the paper's radii, every radius its own box (IBP top-k, no sharing,
+    """device=cuda composes the paper's radii, every radius its own box (IBP tau, no sharing,
     proven); device=cpu the short CROWN profile; auto follows the machine."""
     gpu = _compose("ags", [f"dataset={dataset}", "device=cuda"])
     cpu = _compose("ags", [f"dataset={dataset}", "device=cpu"])
     auto = _compose("ags", [f"dataset={dataset}"])
     assert (gpu["staircase"]["k_max"], gpu["certificate"]["name"], gpu["ags"]["share_ratio"]) == (k_gpu, "ibp", None)
-    assert gpu["certificate"]["aggregation"] == "topk" and gpu["privacy"]["smoothness"] == "proven"
+    assert gpu["certificate"]["aggregation"] == "tau" and gpu["privacy"]["smoothness"] == "proven"
     assert (cpu["staircase"]["k_max"], cpu["certificate"]["name"]) == (16, "crown")
     assert auto["staircase"]["k_max"] == (k_gpu if CUDA else 16)
     explicit = _compose("ags", [f"dataset={dataset}", "device=cpu", "staircase.k_max=64"])
