@@ -129,7 +129,7 @@ from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
-from certdp.training import TrainSettings, batch_plan
+from certdp.training import TrainSettings, batch_plan, clipped_step
 
 log = logging.getLogger("certdp")
 
@@ -342,8 +342,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         new_theta = theta
         for t in block:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-            g_nom = model.per_sample_grads(new_theta, xb, yb).clamp(-settings.clip, settings.clip)
-            new_theta = settings.contraction * new_theta - settings.lr * g_nom.mean(0)
+            new_theta = clipped_step(model, new_theta, xb, yb, settings)
             c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
         if window:
             mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
@@ -424,7 +423,7 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
                 progress, trace, grade, clock: Calibration | None = None):
     """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
     first); returns (lo, hi, theta) with a row per entry of ``qs``."""
-    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
+    lr, gamma = settings.lr, settings.clip
     b = plan.shape[1]
     rho = 2.0 * gamma * lr / b
     n_led = int((qs < b * E).sum())        # rows whose budget binds (qs ascending)
@@ -475,8 +474,7 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
                                              shift=shift[i:i + chunk], settings=settings)
                      for i in range(0, n_led, chunk)]
             nb = Interval(torch.cat([q.lo for q in parts], 0), torch.cat([q.hi for q in parts], 0))
-        g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
-        theta = lam * theta - lr * g_nom.mean(0)
+        theta = clipped_step(model, theta, xb, yb, settings)
         c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
         m = margin()
         wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))

@@ -64,7 +64,7 @@ from certdp.privacy import noise
 from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
 from certdp.privacy.mechanisms import analytic_gaussian_sigma
 from certdp.seeding import generator_for
-from certdp.training import TrainSettings, train
+from certdp.training import TrainSettings, clipped_step, train
 
 log = logging.getLogger("certdp")
 
@@ -108,9 +108,8 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
     full = b == n
     for t in range(settings.steps):
         xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-        g = model.per_sample_grads(theta, xb, yb).clamp(-settings.clip, settings.clip).sum(-2)
         z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
-        theta = settings.contraction * theta - (settings.lr / b) * (g + scale * z)
+        theta = clipped_step(model, theta, xb, yb, settings, noise=scale * z)
     return theta
 
 
