@@ -302,12 +302,12 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     # exactly (milp) every radius below min(F b, N): from there on every slot of every window may
     # be substituted, and the windows give C_t; every other engine the radii below b (from b on, a
     # batch may be entirely substituted: C_t)
-    E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
+    E_win = (epoch_length(plan, n) if (window and not full and cert.substitutions == "per_epoch")
              else None)
     if window and cert.window_budget:
         # ... and a MILP whose variable bounds come from the per-epoch ledger stays informative
         # wherever the ledger is: below the slots of an epoch
-        E_vb = (epoch_length(plan, n) if (not full and getattr(cert, "variable_bounds", "per_batch") == "per_epoch")
+        E_vb = (epoch_length(plan, n) if (not full and cert.variable_bounds == "per_epoch")
                 else None)
         limit = max(min(b * window, n), b * E_vb if E_vb else 0)
     else:
@@ -323,7 +323,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
               else [[t] for t in order])
     E = epoch_length(plan, n) if (window is None and not full
-                                  and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
+                                  and cert.substitutions == "per_epoch") else None
     clock = Calibration(steps=len(order), radii=K, engine=cert.name, device=dev)
     if E is not None and int(ks[0]) < b * E:
         lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
