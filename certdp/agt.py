@@ -129,7 +129,7 @@ from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
-from certdp.training import TrainSettings, batch_plan
+from certdp.training import TrainSettings, batch_plan, clipped_step
 
 log = logging.getLogger("certdp")
 
@@ -302,12 +302,12 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     # exactly (milp) every radius below min(F b, N): from there on every slot of every window may
     # be substituted, and the windows give C_t; every other engine the radii below b (from b on, a
     # batch may be entirely substituted: C_t)
-    E_win = (epoch_length(plan, n) if (window and not full and getattr(cert, "substitutions", "per_batch") == "per_epoch")
+    E_win = (epoch_length(plan, n) if (window and not full and cert.substitutions == "per_epoch")
              else None)
     if window and cert.window_budget:
         # ... and a MILP whose variable bounds come from the per-epoch ledger stays informative
         # wherever the ledger is: below the slots of an epoch
-        E_vb = (epoch_length(plan, n) if (not full and getattr(cert, "variable_bounds", "per_batch") == "per_epoch")
+        E_vb = (epoch_length(plan, n) if (not full and cert.variable_bounds == "per_epoch")
                 else None)
         limit = max(min(b * window, n), b * E_vb if E_vb else 0)
     else:
@@ -323,7 +323,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     blocks = ([order[i:i + window] for i in range(0, len(order), window)] if window
               else [[t] for t in order])
     E = epoch_length(plan, n) if (window is None and not full
-                                  and getattr(cert, "substitutions", "per_batch") == "per_epoch") else None
+                                  and cert.substitutions == "per_epoch") else None
     clock = Calibration(steps=len(order), radii=K, engine=cert.name, device=dev)
     if E is not None and int(ks[0]) < b * E:
         lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
@@ -342,8 +342,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         new_theta = theta
         for t in block:
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-            g_nom = model.per_sample_grads(new_theta, xb, yb).clamp(-settings.clip, settings.clip)
-            new_theta = settings.contraction * new_theta - settings.lr * g_nom.mean(0)
+            new_theta = clipped_step(model, new_theta, xb, yb, settings)
             c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
         if window:
             mag = float(torch.maximum(c_hi.abs(), c_lo.abs()).max())
@@ -424,7 +423,7 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
                 progress, trace, grade, clock: Calibration | None = None):
     """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
     first); returns (lo, hi, theta) with a row per entry of ``qs``."""
-    lam, lr, gamma = settings.contraction, settings.lr, settings.clip
+    lr, gamma = settings.lr, settings.clip
     b = plan.shape[1]
     rho = 2.0 * gamma * lr / b
     n_led = int((qs < b * E).sum())        # rows whose budget binds (qs ascending)
@@ -475,8 +474,7 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
                                              shift=shift[i:i + chunk], settings=settings)
                      for i in range(0, n_led, chunk)]
             nb = Interval(torch.cat([q.lo for q in parts], 0), torch.cat([q.hi for q in parts], 0))
-        g_nom = model.per_sample_grads(theta, xb, yb).clamp(-gamma, gamma)
-        theta = lam * theta - lr * g_nom.mean(0)
+        theta = clipped_step(model, theta, xb, yb, settings)
         c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
         m = margin()
         wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))

@@ -40,7 +40,8 @@ choice and trains once more ((G + 1) eps).  ``selection=fixed`` trains the one c
 candidate (one value per grid key), and then both agree.  The same holds for the PATE baseline
 below, whose candidates are every (teachers, queries) and each of its noisy labellings.
 
-PATE classification (``pate`` section; not the ``certdp pate`` command's prediction release):
+PATE classification (``pate`` section; the one PATE home, :mod:`certdp.certify.pate`, which the
+``certdp pate`` command's prediction release shares):
 T teachers trained (nominal algorithm, non-private) on disjoint shards of the private data
 vote on m points of the public pool; one record changes one teacher's vote: l1 sensitivity 2 and
 l2 sensitivity sqrt(2) of the vote histogram.  Pure DP: Laplace(2m/eps) on each count (basic
@@ -59,22 +60,18 @@ import torch
 
 from certdp import DTYPE
 from certdp.certify import Experiment
+from certdp.certify.pate import pate_classification
 from certdp.metrics import accuracy
 from certdp.privacy import noise
 from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
-from certdp.privacy.mechanisms import analytic_gaussian_sigma
+from certdp.privacy.mechanisms import analytic_gaussian_sigma, gdp_mu
 from certdp.seeding import generator_for
-from certdp.training import TrainSettings, train
+from certdp.training import TrainSettings, clipped_step, train
 
 log = logging.getLogger("certdp")
 
 
 # ---------------------------------------------------------------------------- calibration
-def gdp_mu(epsilon: float, delta: float) -> float:
-    """The mu for which mu-GDP is exactly (epsilon, delta)-DP (1/sigma of the analytic Gaussian)."""
-    return 1.0 / analytic_gaussian_sigma(epsilon, delta, 1.0)
-
-
 def participations(plan: torch.Tensor, n: int) -> int:
     """Largest number of batches any one index is in (the compositions a neighbour pays)."""
     cnt = torch.zeros(n, dtype=torch.long)
@@ -108,9 +105,8 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
     full = b == n
     for t in range(settings.steps):
         xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-        g = model.per_sample_grads(theta, xb, yb).clamp(-settings.clip, settings.clip).sum(-2)
         z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
-        theta = settings.contraction * theta - (settings.lr / b) * (g + scale * z)
+        theta = clipped_step(model, theta, xb, yb, settings, noise=scale * z)
     return theta
 
 
@@ -160,70 +156,6 @@ def dpsgd_optimised(exp: Experiment, *, epsilon: float, delta: float, accountant
                                 "hp": f"lr={lr} clip={c} epochs={ep} batch={bs}",
                                 "fixed": {"lr": lr, "clip": c, "epochs": ep, "batch_size": bs}}
     best["trained"] = trained
-    return best
-
-
-# ---------------------------------------------------------------------------- PATE
-def pate_labels(votes: torch.Tensor, *, regime: str, epsilon: float, delta: float, gen) -> torch.Tensor:
-    """Noisy argmax of vote histograms [m, C] answered with total budget (epsilon, delta)."""
-    m = votes.shape[0]
-    if regime == "pure":
-        eta = (2 * m / epsilon) * noise.laplace(gen, votes.shape)
-    else:
-        sigma = math.sqrt(2 * m) / gdp_mu(epsilon, delta)
-        eta = sigma * noise.gaussian(gen, votes.shape)
-    return (votes + eta).argmax(-1)
-
-
-def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: float, x, y, xt, yt,
-                        pool, selection, votes_cache: dict, n_draws: int = 5) -> dict | None:
-    """The PATE classification baseline at (epsilon, delta): for every (teachers T, queries m)
-    of the ``pate`` section, ``n_draws`` noisy labellings train students; the (T, m) with the
-    best median selection accuracy is kept.  ``votes_cache`` holds the teachers' votes per T
-    (they do not depend on the budget)."""
-    cfg = exp.settings.baselines
-    model = exp.model
-    xq, _ = pool
-    xs, ys = selection
-    n = x.shape[0]
-    binary = model.loss.name == "hinge"
-    C = 2 if binary else model.widths[-1]
-    best, released = None, 0
-    perm = torch.as_tensor(np.random.default_rng(exp.seed + 17).permutation(n))
-    st = TrainSettings(steps=exp.train.steps, lr=exp.train.lr, clip=exp.train.clip, batch_size=None,
-                       contraction=exp.train.contraction, seed=exp.train.seed)
-    st_student = TrainSettings(steps=min(exp.train.steps, cfg.student_steps), lr=exp.train.lr,
-                               clip=exp.train.clip, batch_size=None, contraction=exp.train.contraction,
-                               seed=exp.train.seed)
-    for T in cfg.teachers:
-        if n // T < 2:
-            continue
-        if T not in votes_cache:
-            size = n // T
-            shards = perm[: T * size].view(T, size)
-            th0 = model.init(exp.train.seed).expand(T, -1)
-            teachers = train(model, th0, x[shards], y[shards], st)      # [T, P], non-private
-            pred = model.classify(teachers, xq)                          # [T, m_pool]
-            cls = ((pred + 1) // 2).long() if binary else pred.long()
-            votes_cache[T] = torch.nn.functional.one_hot(cls, C).sum(0).to(DTYPE)   # [m_pool, C]
-        votes = votes_cache[T]
-        for m in cfg.queries:
-            m = min(m, votes.shape[0])
-            accs_s, accs_t = [], []
-            for d in range(n_draws):
-                gen = generator_for(exp.seed, "pate", regime, epsilon, T, m, d)
-                lab = pate_labels(votes[:m], regime=regime, epsilon=epsilon, delta=delta, gen=gen)
-                released += 1
-                yl = (2 * lab - 1).to(DTYPE) if binary else lab
-                stu = train(model, model.init(exp.train.seed), xq[:m], yl, st_student)
-                accs_s.append(float(accuracy(model, stu, xs, ys)))
-                accs_t.append(float(accuracy(model, stu, xt, yt)))
-            s = float(np.median(accs_s))
-            if best is None or s > best["selection_accuracy"]:
-                best = {"selection_accuracy": s, "accuracy": float(np.median(accs_t)), "hp": f"teachers={T} queries={m}",
-                        "accuracy_mean": float(np.mean(accs_t)), "draws": n_draws}
-    if best is not None:
-        best["trained"] = released
     return best
 
 

@@ -322,9 +322,9 @@ def list_cmd():
         for name in mechanisms.names(query):
             cls = mechanisms.REGISTRY[name]
             say(f"  {name:<16} {cls.kind}, {cls.regime} DP: {cls.help()}")
-    say("accountants (ags.composition):")
+    say("accountants (compose: ags.composition; dpsgd: dpsgd.optimised.accountants, dpsgd.accountant):")
     for name, cls in ACCOUNTANTS.items():
-        say(f"  {name:<16} {' '.join((cls.__doc__ or '').split())}")
+        say(f"  {name:<16} {'+'.join(cls.uses):<14} {' '.join((cls.__doc__ or '').split())}")
     say("commands: " + ", ".join(COMMANDS))
 
 

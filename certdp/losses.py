@@ -60,6 +60,7 @@ from typing import ClassVar
 import torch
 
 from certdp import DTYPE
+from certdp.registry import Registry
 
 # float64 unit roundoff: the margin of softmax_bounds is a multiple of it
 _U = 2.0 ** -53
@@ -258,7 +259,7 @@ class SoftmaxCE(Loss):
         return jm, jm, base - rem, base + rem, rl, ru
 
 
-LOSSES: dict[str, Loss] = {loss.name: loss for loss in (MSE(), Hinge(), SoftmaxCE())}
+LOSSES: Registry[Loss] = Registry("loss", ((loss.name, loss) for loss in (MSE(), Hinge(), SoftmaxCE())))
 
 
 def get_loss(loss: str | Loss) -> Loss:

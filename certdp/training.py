@@ -63,8 +63,13 @@ def batch_plan(n: int, settings: TrainSettings) -> torch.Tensor:
 
 
 def clipped_step(model: ModelSpec, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                 settings: TrainSettings) -> torch.Tensor:
-    """One step of the nominal algorithm.  The clip is NaN-safe: an infinite gradient coordinate
+                 settings: TrainSettings, *, noise: torch.Tensor | None = None) -> torch.Tensor:
+    """One step of the nominal algorithm -- its one home: :func:`train`, AGT's nominal track
+    (certdp/agt.py) and the matched DP-SGD baseline (certdp/baselines.py) all call it.
+
+    ``noise`` (a draw [..., P], in gradient-sum units): the matched DP-SGD step
+    ``lam theta - (lr / b) (sum_i g_i + noise)`` instead of the mean form (the two differ in
+    rounding only, so each keeps its own arithmetic).  The clip is NaN-safe: an infinite gradient coordinate
     is clipped like any other (what exact arithmetic gives) and a NaN one (0 * inf, inf - inf)
     counts as 0, so a NaN never reaches a parameter.  Neither happens in a run that passed
     :func:`check_magnitudes` (every number stays far below overflow), which is what makes the
@@ -73,6 +78,8 @@ def clipped_step(model: ModelSpec, theta: torch.Tensor, x: torch.Tensor, y: torc
     without a declared input bound -- is not claimed sound and is refused by the certify
     layer's finite checks once its bounds overflow.)"""
     g = torch.nan_to_num(model.per_sample_grads(theta, x, y), nan=0.0).clamp(-settings.clip, settings.clip)
+    if noise is not None:
+        return settings.contraction * theta - (settings.lr / g.shape[-2]) * (g.sum(-2) + noise)
     return settings.contraction * theta - settings.lr * g.mean(dim=-2)
 
 

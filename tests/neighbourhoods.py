@@ -6,7 +6,8 @@ k from (x, y), stacked as [R, N, d] / [R, N] for one batched retraining;
 :func:`assert_contains_neighbours` retrains them for every placement and radius and checks that
 each final parameter vector lies in the envelope T_k; :func:`toy_data` makes the small
 regression / hinge / softmax training sets those checks run on (:func:`toy_problem`: with model,
-settings and plan).
+settings and plan); :func:`table_neighbour` substitutes one row of a raw table (the data pipeline's
+privacy tests).  The one home of neighbouring datasets in the tests.
 
 Placements (which indices are substituted):
 
@@ -27,6 +28,7 @@ Replacements (what the substituted records become), cycled over the R datasets:
 
 from __future__ import annotations
 
+import pandas as pd
 import torch
 
 from certdp.training import train
@@ -154,3 +156,12 @@ def assert_contains_neighbours(env, model, theta0: torch.Tensor, x: torch.Tensor
             tht = train(model, theta0.expand(R, -1), X, Y, settings, plan=plan, steps=steps)
             inside = env.contains(tht, tol=tol)[:, j]
             assert bool(inside.all()), f"{int((~inside).sum())}/{R} {placement} neighbours at k={k} escape T_k"
+
+
+def table_neighbour(frame: pd.DataFrame, row: int, target: str) -> pd.DataFrame:
+    """``frame`` with the record ``row`` substituted by an outlier: its target 50 times the largest
+    |target| and its first column 1000 times that column's largest magnitude (plus one)."""
+    other = frame.copy()
+    other.loc[row, target] = 50 * frame[target].abs().max()
+    other.loc[row, other.columns[0]] = 1000 * frame[other.columns[0]].abs().max() + 1
+    return other

@@ -22,6 +22,7 @@ from certdp.privacy.mechanisms import (CauchyParams, CauchyParams6, LaplaceParam
                                        gamma_tail, make_mechanism)
 from certdp.settings import parse
 from certdp.training import TrainSettings, batch_plan, train
+from neighbourhoods import PLACEMENTS, neighbours
 
 D = torch.float64
 
@@ -164,37 +165,22 @@ def _blobs(n=40, seed=0):
     return torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
 
 
-def _neighbours(x, y, k, reps, rng, labels, adversarial_pool=None):
-    """reps datasets with k random substitutions (random points, random labels)."""
-    n = x.shape[0]
-    X = x.expand(reps, *x.shape).clone()
-    Y = y.expand(reps, *y.shape).clone()
-    for r in range(reps):
-        idx = torch.as_tensor(rng.choice(n, size=k, replace=False))
-        if adversarial_pool is not None and r % 2:
-            src = torch.as_tensor(rng.choice(len(adversarial_pool[0]), size=k))
-            X[r, idx] = adversarial_pool[0][src]
-            Y[r, idx] = adversarial_pool[1][src]
-        else:
-            X[r, idx] = torch.as_tensor(rng.normal(scale=3.0, size=(k, x.shape[1])))
-            Y[r, idx] = torch.as_tensor(rng.choice(labels, size=k)).to(Y.dtype)
-    return X, Y
-
-
 def _check_envelopes(model, x, y, settings, ks, cert, labels, window=None, theta0=None, reps=24):
-    rng = np.random.default_rng(1)
+    """Envelopes of ``cert`` and the number of retrained neighbours (tests/neighbourhoods.py: every
+    placement, about ``reps`` per radius) that escape them."""
+    gen = torch.Generator().manual_seed(1)
     theta0 = model.init(0) if theta0 is None else theta0
     plan = batch_plan(x.shape[0], settings)
     steps = range(*window) if window else None
     env = run_agt(model, theta0, x, y, settings, ks, certificate=cert, plan=plan, progress=False, steps=steps)
-    # adversarial substitutions: extreme points with flipped labels
-    pool = (torch.cat([x * 4, -x * 4]), torch.cat([-y, y]) if y.dtype == D else torch.cat([(y + 1) % 3, (y + 2) % 3]))
     viol = 0
     for j, k in enumerate(env.k_values.tolist()):
-        X, Y = _neighbours(x, y, k, reps, rng, labels, adversarial_pool=pool)
-        th = train(model, theta0.expand(reps, -1), X, Y, settings, plan=plan, steps=steps)
-        inside = (th >= env.lo[j] - 1e-10) & (th <= env.hi[j] + 1e-10)
-        viol += int((~inside.all(-1)).sum())
+        for placement in PLACEMENTS:
+            X, Y = neighbours(x, y, k=k, R=max(3, reps // len(PLACEMENTS)), plan=plan, loss=model.loss.name,
+                              placement=placement, gen=gen, n_classes=len(labels))
+            th = train(model, theta0.expand(len(X), -1), X, Y, settings, plan=plan, steps=steps)
+            inside = (th >= env.lo[j] - 1e-10) & (th <= env.hi[j] + 1e-10)
+            viol += int((~inside.all(-1)).sum())
     return env, viol
 
 
@@ -258,8 +244,8 @@ def test_trivial_cover_is_sound():
     x, y = _blobs(n=40)
     model = ModelSpec((8, 1), "hinge")
     st = TrainSettings(steps=25, lr=0.5, clip=0.05, batch_size=10, seed=0)
-    rng = np.random.default_rng(3)
-    X, Y = _neighbours(x, y, 40, 16, rng, [-1.0, 1.0])
+    X, Y = neighbours(x, y, k=40, R=16, plan=batch_plan(40, st), loss="hinge", placement="random",
+                      gen=torch.Generator().manual_seed(3))
     th = train(model, model.init(0).expand(16, -1), X, Y, st)
     th0 = train(model, model.init(0), x, y, st)
     assert float((th - th0).abs().sum(-1).max()) <= trivial_cover(st, 9, (0, 25))

@@ -227,3 +227,24 @@ def test_options_and_support_fail_with_the_key():
         check_supported(get_certificate("milp"), ModelSpec((2, 4, 1), "mse"))
     assert e.value.key == "certificate.name" and "crown, ibp" in e.value.message
     check_supported(get_certificate("milp"), ModelSpec((2, 1), "hinge"))
+
+
+def test_no_getattr_probe_of_a_certificate():
+    """Hooks are declared on Certificate (bounds/base.py), never probed: no ``getattr`` /
+    ``hasattr`` on a certificate (a name containing ``cert`` or ``engine``) in the package."""
+    import ast
+    from pathlib import Path
+
+    import certdp
+    from certdp.bounds.base import Certificate
+
+    probes = []
+    for path in Path(certdp.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and node.args
+                    and any(w in ast.unparse(node.args[0]).lower() for w in ("cert", "engine"))):
+                probes.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert probes == []
+    for hook in ("substitutions", "variable_bounds", "window_budget", "window_steps", "nesting_monotone"):
+        assert hook in vars(Certificate), hook

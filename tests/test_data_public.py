@@ -23,6 +23,7 @@ import pytest
 from certdp.data import load_dataset, provenance
 from certdp.data.preprocessing import Preprocessing, label_text, sorted_classes
 from certdp.data.tabular import split_rows, split_sizes
+from neighbourhoods import table_neighbour
 from certdp.errors import ConfigError
 
 ONE_LINE = re.compile(r"^dataset(\.[a-z_]+)?: [^\n]+; allowed: [^\n]+$")
@@ -51,20 +52,12 @@ def _released_inputs(ds) -> dict:
             "preprocessing": json.dumps(ds.preprocessing.to_dict(), sort_keys=True).encode()}
 
 
-def _neighbour(frame: pd.DataFrame, row: int, target: str) -> pd.DataFrame:
-    """One record substituted: an outlying target and an outlying feature value."""
-    other = frame.copy()
-    other.loc[row, target] = 50 * frame[target].abs().max()
-    other.loc[row, other.columns[0]] = 1000 * frame[other.columns[0]].abs().max() + 1
-    return other
-
-
 @pytest.mark.parametrize("output_range", [10.0, [0, 400]], ids=["width", "raw"])
 def test_one_private_record_changes_nothing_a_release_uses_csv(tmp_path, output_range):
     frame, path = _diabetes(tmp_path)
     cfg = {"name": "csv", "path": path, "target": "target", "output_range": output_range}
     row = _private_row(len(frame), cfg, seed=3)
-    _neighbour(frame, row, "target").to_csv(tmp_path / "neighbour.csv", index=False)
+    table_neighbour(frame, row, "target").to_csv(tmp_path / "neighbour.csv", index=False)
     a = load_dataset(cfg, 3)
     b = load_dataset({**cfg, "path": str(tmp_path / "neighbour.csv")}, 3)
     assert _released_inputs(a) == _released_inputs(b)
@@ -90,7 +83,7 @@ def test_one_private_record_changes_nothing_a_release_uses_california(tmp_path):
     t.to_parquet(tmp_path / "cal.parquet")
     cfg = {"name": "california", "path": str(tmp_path / "cal.parquet"), "n_test": 40, "n_public": 30}
     row = _private_row(n, cfg, seed=0)
-    _neighbour(t, row, "MedHouseVal").to_parquet(tmp_path / "cal2.parquet")
+    table_neighbour(t, row, "MedHouseVal").to_parquet(tmp_path / "cal2.parquet")
     a, b = load_dataset(cfg, 0), load_dataset({**cfg, "path": str(tmp_path / "cal2.parquet")}, 0)
     assert _released_inputs(a) == _released_inputs(b)
     assert (a.n_train, len(a.y_test), len(a.y_public)) == (230, 40, 30) and a.dp_end_to_end

@@ -6,7 +6,9 @@ import math
 import pytest
 import torch
 
-from certdp.baselines import dpsgd_matched, gdp_mu, matched_noise, participations, pate_labels
+from certdp.baselines import dpsgd_matched, matched_noise, participations
+from certdp.certify.pate import pate_labels
+from certdp.privacy.mechanisms import gdp_mu
 from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_poisson,
                                        noise_multiplier, poisson_dpsgd, poisson_schedule)
 from certdp.models import ModelSpec
@@ -93,7 +95,7 @@ def test_noise_multiplier_is_substitution_adjacent():
     add/remove epsilon is half the target (checked by dp-accounting's independent RDP) and
     their sigma is larger than the tight replace-one one."""
     import dp_accounting
-    from certdp.privacy.dpsgd_core import group_budget
+    from certdp.privacy.accounting import group_budget
     q, steps, eps, delta = 0.02, 100, 2.0, 1e-5
     sig = {a: noise_multiplier(epsilon=eps, delta=delta, sample_rate=q, steps=steps, accountant=a)
            for a in ("pld", "prv", "rdp")}

@@ -5,7 +5,7 @@ concepts.
 Layers, lowest first (a module may import its own layer and the layers below it only):
 
 1. base: ``certdp`` (DTYPE), ``errors``, ``losses``, ``models``, ``seeding``, ``metrics``,
-   ``results`` (atomic files and run folders; imports nothing of certdp)
+   ``results`` (atomic files and run folders; imports nothing of certdp), ``registry`` (named tables)
 2. ``bounds`` (certificate engines and their registry)
 3. ``training``, ``agt`` (the nominal algorithm and its envelopes)
 4. ``privacy`` (staircases, mechanisms, accountants, DP-SGD noise)
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent / "certdp"
 
 LAYERS = [
     ("base", ("certdp", "certdp.errors", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
-              "certdp.results")),
+              "certdp.results", "certdp.registry")),
     ("bounds", ("certdp.bounds",)),
     ("training", ("certdp.training", "certdp.agt")),
     ("privacy", ("certdp.privacy",)),

@@ -1,7 +1,7 @@
 """Soundness by retraining: envelopes contain the parameters of real neighbouring datasets.
 
-For each radius k, at least 50 datasets within k substitutions are built (random replacement
-records, and adversarial ones whose clipped gradients sit at +-gamma), retrained with the same
+For each radius k, 60 datasets at k substitutions are built (tests/neighbourhoods.py: every
+placement, random, label-flipped and saturating replacement records), retrained with the same
 initialisation and batch plan, and checked: theta~ in T_k, and the change of every test
 prediction within the certified staircase bound."""
 
@@ -18,25 +18,9 @@ from certdp.bounds.interval import output_bounds
 from certdp.models import ModelSpec
 from certdp.privacy.sensitivity import staircase
 from certdp.training import TrainSettings, batch_plan, train
+from neighbourhoods import PLACEMENTS, neighbours
 
-R = 60  # neighbours per radius (half random, half adversarial)
-
-
-def neighbours(x, y, k, R, gen, plan, adversarial_scale=6.0):
-    n, d = x.shape
-    xs = x.expand(R, n, d).clone()
-    ys = y.expand(R, n).clone()
-    used = plan.flatten().unique()
-    for r in range(R):
-        idx = used[torch.randperm(len(used), generator=gen)[:k]]
-        if r % 2 == 0:   # random records from a wider distribution
-            xs[r, idx] = torch.randn(k, d, generator=gen, dtype=x.dtype) * 2
-            ys[r, idx] = torch.randn(k, generator=gen, dtype=x.dtype) * 3
-        else:            # adversarial: extreme inputs and targets, one sign per neighbour
-            sgn = 1.0 if (r // 2) % 2 == 0 else -1.0
-            xs[r, idx] = sgn * adversarial_scale * torch.ones(k, d, dtype=x.dtype)
-            ys[r, idx] = -sgn * 10 * adversarial_scale * torch.ones(k, dtype=x.dtype)
-    return xs, ys
+R = 12  # neighbours per radius and placement (tests/neighbourhoods.py: 5 placements, 3 replacements)
 
 
 CASES = [
@@ -69,10 +53,11 @@ def test_envelopes_contain_retrained_neighbours(name, widths, cert, bs, lr, clip
     pred = m.forward(env.nominal, xtest)
     sc = staircase(out.lo, out.hi, pred, env.k_values, n_total=n, global_sensitivity=torch.full((25,), 1e9))
     for j, k in enumerate(ks):
-        xs, ys = neighbours(x, y, k, R, gen, plan)
-        tht = train(m, th0.expand(R, -1), xs, ys, s)
+        sets = [neighbours(x, y, k=k, R=R, plan=plan, loss="mse", placement=p, gen=gen) for p in PLACEMENTS]
+        xs, ys = torch.cat([q[0] for q in sets]), torch.cat([q[1] for q in sets])
+        tht = train(m, th0.expand(len(xs), -1), xs, ys, s)
         inside = env.contains(tht)[:, j]
-        assert bool(inside.all()), f"{int((~inside).sum())} of {R} neighbours at k={k} escape T_k"
+        assert bool(inside.all()), f"{int((~inside).sum())} of {len(xs)} neighbours at k={k} escape T_k"
         # the prediction change of a dataset at distance k is bounded by d(x, k-1)
         change = (m.forward(tht, xtest) - pred).abs().squeeze(-1)       # [R, n_test]
         col = sc.k.tolist().index(k - 1) if (k - 1) in sc.k.tolist() else None
@@ -152,6 +137,8 @@ def test_trajectory_ceiling_bounds_retrained_neighbours():
         c = trajectory_ceiling(s)
         th0 = m.init(1)
         base = train(m, th0, x, y, s)
-        xs, ys = neighbours(x, y, 1, 200, gen, batch_plan(n, s))
-        tht = train(m, th0.expand(200, -1), xs, ys, s)
+        sets = [neighbours(x, y, k=1, R=40, plan=batch_plan(n, s), loss="mse", placement=p, gen=gen)
+                for p in PLACEMENTS]
+        xs, ys = torch.cat([q[0] for q in sets]), torch.cat([q[1] for q in sets])
+        tht = train(m, th0.expand(len(xs), -1), xs, ys, s)
         assert bool(((tht - base).abs() <= c + 1e-12).all())

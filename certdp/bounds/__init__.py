@@ -18,12 +18,14 @@ import pkgutil
 
 from certdp.bounds.base import Certificate
 from certdp.errors import ConfigError
+from certdp.registry import Registry
 
-CERTIFICATES: dict[str, type[Certificate]] = {}
+CERTIFICATES: Registry[type[Certificate]] = Registry("certificate")
 
 
 def register(cls: type[Certificate]) -> type[Certificate]:
-    """Register an engine class under its ``name`` (usable as a class decorator)."""
+    """Register an engine class under its ``name`` (usable as a class decorator); a name another
+    engine holds is refused (:class:`certdp.registry.Registry`)."""
     if not (isinstance(cls, type) and issubclass(cls, Certificate)):
         raise TypeError(f"{cls!r} is not a Certificate subclass")
     if not cls.name:

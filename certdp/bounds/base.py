@@ -44,6 +44,8 @@ Hooks (an engine overrides at least one of the first three; the others have defa
                                            ``domain``)
 ``substitutions``                          ``per_epoch`` (AGT keeps the per-epoch ledger where the
                                            batch plan allows it) or ``per_batch`` (default)
+``variable_bounds``                        a window engine's variable bounds: ``per_epoch``
+                                           (from the per-epoch ledger) or ``per_batch`` (default)
 ``window_steps`` / ``window_bounds``       F steps certified at once from the window's start
                                            boxes (default: None, one step at a time)
 ``supports(model)``                        False: AGT refuses the model with a one-line
@@ -156,6 +158,10 @@ class Certificate(ABC):
     device_note: ClassVar[str] = ""
     window_steps: int | None = None
     substitutions: str = "per_batch"
+    #: a window engine whose per-step variable bounds come from the per-epoch ledger
+    #: (``per_epoch``, MILP's ``certificate.substitutions``) stays informative below an epoch's
+    #: slots; AGT reads it to set the radii it computes (default ``per_batch``)
+    variable_bounds: str = "per_batch"
     #: a window engine that budgets the k substituted records over the whole window itself (one
     #: binary per record, MILP): radii up to the records an epoch uses stay informative, not only
     #: radii below the batch size

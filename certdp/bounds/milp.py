@@ -252,9 +252,9 @@ class MILP(Certificate):
         if solve not in SOLVE:
             raise ConfigError("certificate.solve", f"unknown '{solve}'; allowed: {', '.join(SOLVE)}")
         self.solve = solve
-        # not named ``substitutions`` (AGT reads that name for the per-epoch window engines,
-        # crowntt); AGT reads ``variable_bounds`` to compute the radii below an epoch's slots,
-        # where the ledger bounds are informative (``window_budget``)
+        # the declared hook ``variable_bounds`` (bounds/base.py), not ``substitutions`` (AGT reads
+        # that one for the per-epoch window engines, crowntt): AGT computes the radii below an
+        # epoch's slots, where the ledger bounds are informative (``window_budget``)
         self.variable_bounds = check_substitutions(substitutions)
         self.run_time_limit = rtl
         self.window_steps = F

@@ -10,9 +10,12 @@ import torch
 
 from certdp import DTYPE
 from certdp.agt import Envelopes, run_agt
+from certdp.bounds import check_supported, get_certificate
+from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval
 from certdp.certify.experiment import Experiment, diverged_at, require_finite
 from certdp.errors import ConfigError
+from certdp.models import ModelSpec
 from certdp.privacy.sensitivity import Staircase, staircase
 from certdp.training import TrainSettings, train
 
@@ -178,12 +181,34 @@ def trivial_cover(settings: TrainSettings, n_params: int, window: tuple[int, int
     return n_params * per_coord
 
 
-def parameter_staircase(env: Envelopes, *, n_total: int, cover: float) -> Staircase:
+def parameter_staircase(env: Envelopes, *, n_total: int, cover: float, weights: torch.Tensor | None = None,
+                        key: str = "train.lr", allowed: str | None = None) -> Staircase:
     """The sound-bounding staircase of the parameter vector (query = theta, l1 over coordinates),
-    capped by the global ``cover``."""
-    sc = staircase(env.lo, env.hi, env.nominal, env.k_values, n_total=n_total, global_sensitivity=cover)
-    require_finite(sc.a_bar, what="the parameter staircase is")
+    capped by the global ``cover``.  ``weights`` [P] (> 0, data-independent): the staircase of
+    theta / weights (an anisotropic release adds weights * noise; ``cover`` is then in those
+    units).  A non-finite staircase is refused naming ``key``."""
+    lo, hi, nom = (env.lo, env.hi, env.nominal) if weights is None else (env.lo / weights, env.hi / weights,
+                                                                        env.nominal / weights)
+    sc = staircase(lo, hi, nom, env.k_values, n_total=n_total, global_sensitivity=cover)
+    require_finite(sc.a_bar, what="the parameter staircase is", key=key,
+                   **({} if allowed is None else {"allowed": allowed}))
     return sc
+
+
+def build_engine(name: str, *, model: ModelSpec | None = None, **options) -> Certificate:
+    """The certificate engine ``name`` with its ``certificate.<opt>`` ``options``, checked to bound
+    ``model``: where a runner without an :class:`Experiment` (the hybrid's head) gets its engine."""
+    engine = get_certificate(name, **options)
+    if model is not None:
+        check_supported(engine, model)
+    return engine
+
+
+def model_envelopes(model: ModelSpec, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, settings: TrainSettings,
+                    ks: list[int], *, engine: Certificate, progress: bool = False) -> Envelopes:
+    """AGT envelopes T_k (radii ``ks``) of ``model`` trained from ``theta0`` on (x, y) -- data
+    outside an :class:`Experiment` (the hybrid's head on encoder features), on x's device."""
+    return run_agt(model, theta0, x, y, settings, ks, certificate=engine, progress=progress)
 
 
 def certify_window(exp: Experiment, theta_start: torch.Tensor, window: tuple[int, int], *,

@@ -168,7 +168,7 @@ def load_released(source: str | Path) -> Released:
     from certdp.losses import LOSSES
     from certdp.models import ModelSpec
     from certdp.privacy import mechanisms
-    from certdp.privacy.accounting import ACCOUNTANTS
+    from certdp.privacy.accounting import accountant_names
     path = released_path(source)
     doc = read_json_document(path, key="released.json", what=ALLOWED_DOC)
     c = _Doc(path)
@@ -224,7 +224,7 @@ def load_released(source: str | Path) -> Released:
         eps = c.number(r["epsilon"], f"{f}.epsilon", lo=0, hi=1e300, lo_open=True)
         delta = c.number(r["delta"], f"{f}.delta", lo=0, hi=1, hi_open=True)
         c.integer(r["n_releases"], f"{f}.n_releases", 1, 10 ** 9)
-        c.string(r["composition"], f"{f}.composition", tuple(ACCOUNTANTS))
+        c.string(r["composition"], f"{f}.composition", accountant_names("compose"))
         out.append(Release(mech, eps, delta, c.vector(r["parameters"], f"{f}.parameters", implied)))
     return Released(path, fmt, doc["dp_end_to_end"], publishable, str(doc.get("note", "")), model, prep, tuple(out))
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from certdp.data.params import Field, anything, parse_settings
 from certdp.data.preprocessing import Preprocessing
+from certdp.registry import Registry
 from certdp.errors import ConfigError
 
 
@@ -78,7 +79,7 @@ class DatasetEntry:
     fields: dict = field(default_factory=dict)         # its settings: key -> Field(default, parser)
 
 
-REGISTRY: dict[str, DatasetEntry] = {}
+REGISTRY: Registry[DatasetEntry] = Registry("dataset")
 _MODULES = ("certdp.data.synthetic", "certdp.data.tabular", "certdp.data.adult", "certdp.data.vision", "certdp.data.text")
 
 

@@ -20,6 +20,7 @@ in chunk files; an interrupted run keeps every finished chunk and resumes from t
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ import numpy as np
 
 from certdp.data.sources import DataUnavailable, ModelFolder, cache_dir, resolve_model
 from certdp.errors import ConfigError
+from certdp.results import atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger("certdp")
 
@@ -131,10 +133,9 @@ def embedding_dir(encoder: Encoder, dataset: str, split: str, texts: Sequence[st
 
 
 def _save_atomic(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".part")
-    with open(tmp, "wb") as f:
-        np.save(f, arr)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def embed(texts: Sequence[str], encoder: Encoder, *, dataset: str, split: str, chunk_size: int = 256,
@@ -148,8 +149,8 @@ def embed(texts: Sequence[str], encoder: Encoder, *, dataset: str, split: str, c
     folder.mkdir(parents=True, exist_ok=True)
     meta = folder / "meta.json"
     if not meta.exists():
-        meta.write_text(json.dumps({"encoder": encoder.tag, "dataset": dataset, "split": split, "n": n,
-                                    "chunk_size": chunk_size}))
+        atomic_write_text(meta, json.dumps({"encoder": encoder.tag, "dataset": dataset, "split": split, "n": n,
+                                            "chunk_size": chunk_size}))
     else:
         chunk_size = int(json.loads(meta.read_text()).get("chunk_size", chunk_size))
     starts = list(range(0, n, chunk_size))

@@ -30,6 +30,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from certdp.results import atomic_write_bytes
+
 
 log = logging.getLogger("certdp")
 
@@ -135,17 +137,11 @@ def _cache_error(key: str, dest: Path, e: OSError) -> DataUnavailable:
 
 
 def _write_cache_file(key: str, dest: Path, data: bytes) -> None:
-    """Write ``data`` to ``dest`` through a temporary name (a reader sees all or nothing)."""
-    tmpf = dest.with_name(f"{dest.name}.{os.getpid()}.part")
+    """Write ``data`` to ``dest`` through a temporary name (a reader sees all or nothing:
+    :func:`certdp.results.atomic_write_bytes`)."""
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmpf.write_bytes(data)
-        os.replace(tmpf, dest)
+        atomic_write_bytes(dest, data)
     except OSError as e:
-        try:
-            tmpf.unlink()
-        except OSError:
-            pass
         raise _cache_error(key, dest, e) from None
 
 

@@ -41,7 +41,6 @@ import gzip
 import importlib.util
 import io
 import logging
-import os
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -54,6 +53,7 @@ from certdp.data.features import binary_labels, public_features
 from certdp.data.params import Field, boolean, choice, integer, text
 from certdp.data.sources import DataFile, DataUnavailable, cache_dir, is_offline, locate, sha256_of
 from certdp.errors import ConfigError
+from certdp.results import atomic_write_bytes
 
 log = logging.getLogger("certdp")
 
@@ -104,20 +104,18 @@ def _labels01(raw: np.ndarray, path) -> np.ndarray:
 
 
 def write_text_file(df: DataFile, texts: list[str], labels, dest: Path) -> Path:
-    """Write rows in the dataset's format (atomically), e.g. from the HF route."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".part")
+    """Write rows in the dataset's format (atomically: :func:`certdp.results.atomic_write_bytes`),
+    e.g. from the HF route."""
     if dest.name.endswith(".csv.gz"):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["text", "label"])
         w.writerows(zip(texts, (int(v) for v in labels)))
-        with gzip.GzipFile(tmp, "wb", compresslevel=9, mtime=0) as f:
-            f.write(buf.getvalue().encode("utf-8"))
+        data = gzip.compress(buf.getvalue().encode("utf-8"), compresslevel=9, mtime=0)
     else:
         body = "".join(f"{t.replace(chr(9), ' ').replace(chr(10), ' ')}\t{int(v)}\n" for t, v in zip(texts, labels))
-        tmp.write_text("sentence\tlabel\n" + body, encoding="utf-8")
-    os.replace(tmp, dest)
+        data = ("sentence\tlabel\n" + body).encode("utf-8")
+    atomic_write_bytes(dest, data)
     return dest
 
 

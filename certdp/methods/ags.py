@@ -62,7 +62,7 @@ from certdp.certify import Experiment, build_experiment, certify_window, nominal
 from certdp.certify import publish
 from certdp.certify.released import RELEASED_FORMAT
 from certdp.metrics import accuracy, majority_rate
-from certdp.privacy.accounting import ACCOUNTANTS, per_release_budget
+from certdp.privacy.accounting import accountant_names, per_release_budget
 from certdp.privacy.mechanisms import Mechanism, make_mechanism, mechanism_class
 from certdp.privacy.noise import release_source
 from certdp.privacy.sensitivity import Staircase
@@ -91,7 +91,7 @@ def accounting_frame(eps_list, delta: float, ns, methods=None) -> pd.DataFrame:
     for e in eps_list:
         for n in ns:
             b0 = e / n
-            for m in (methods or tuple(ACCOUNTANTS)):
+            for m in (methods or accountant_names("compose")):
                 e0, d0 = per_release_budget(m, epsilon=e, delta=delta, n=n)
                 rows.append({"epsilon": e, "delta": delta, "n_releases": n, "accountant": m,
                              "eps0": e0, "delta0": d0, "gain_vs_basic": e0 / b0})

@@ -78,25 +78,15 @@ from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
                             global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
                             with_provenance)
+from certdp.certify.pate import partition, train_teachers
 from certdp.errors import ConfigError
 from certdp.privacy import noise
 from certdp.privacy.accounting import base_budget_wor
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
 from certdp.settings.training import StaircaseSettings
-from certdp.training import train
 
 log = logging.getLogger("certdp")
-
-
-def partition(n: int, shards: int, seed: int) -> torch.Tensor:
-    """Index shards [T, m], m = n // T: a permutation drawn from the seed, cut into T blocks
-    (records n - T*m onwards in that order are left out).  Data-independent by construction."""
-    if not 1 <= shards <= n:
-        raise ValueError(f"shards must be in [1, {n}] (got {shards})")
-    m = n // shards
-    perm = torch.randperm(n, generator=generator_for(seed, "pate-partition", shards))
-    return perm[: shards * m].view(shards, m)
 
 
 def _clip(pred: torch.Tensor, rng) -> torch.Tensor:
@@ -107,9 +97,7 @@ def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: 
                       xt: torch.Tensor) -> torch.Tensor:
     """Clipped test predictions [T, n] of the T shard models, trained in one vectorised call
     (x [T, m, d], theta [T, P]); every shard starts from the same data-independent init."""
-    T = parts.shape[0]
-    theta0 = exp.model.init(exp.train.seed).expand(T, -1)
-    theta = train(exp.model, theta0, x[parts], y[parts], exp.train)
+    theta = train_teachers(exp.model, exp.model.init(exp.train.seed), x, y, parts, exp.train)
     return _clip(exp.model.predict(theta, xt), exp.dataset.output_range)
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from certdp.plots import style
+from certdp.privacy import noise
 
 # the releases each arm uses in the paper's AGT-R figures
 PURE = {"pate_r": "laplace_gs", "gs": "laplace_gs", "pate_agtr": "cauchy", "agtr": "cauchy", "agtr_wor": "cauchy"}
@@ -149,8 +150,10 @@ def _linear_gs_arm(res: pd.DataFrame, cert: pd.DataFrame | None, eps, delta: flo
         return None
     gs = float(cert.sort_values("k").a_bar_mean.iloc[-1])
     mse_np = float(res.nonprivate_mse.iloc[0])
+    # the draws come from the one sampler home (certdp/privacy/noise.py), seeded: a figure's Monte Carlo
     rng = np.random.default_rng(0)
-    z, lap = rng.normal(0, math.sqrt(mse_np), 200_000), rng.laplace(0, 1, 200_000)
+    z = math.sqrt(mse_np) * noise.gaussian(rng, 200_000).numpy()
+    lap = noise.laplace(rng, 200_000).numpy()
     mae = [float(np.abs(z + gs / e * lap).mean()) for e in eps]
     mse = [mse_np + (gs * math.sqrt(2 * math.log(1.25 / delta)) / e) ** 2 for e in eps]
     return gs, mae, mse

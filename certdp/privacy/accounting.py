@@ -33,34 +33,41 @@ Composition of n releases, each (eps0, delta0)-DP (adaptively chosen):
 * numerical: n Laplace releases composed with privacy-loss distributions (``dp_accounting``'s
             PLD accountant, pessimistic discretisation: the epsilon it returns is an upper bound)
             (:func:`pld_laplace_epsilon`).
+
+Accountants (AGS budgets and DP-SGD calibration): one interface and one registry, at the end.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from typing import ClassVar
 
 import numpy as np
+
+from certdp.registry import Registry
 
 
 # math.exp overflows float64 above ~709.78: compositions that need e^eps0 stop short of it.
 MAX_EXP_ARG = 700.0
 
 
-def _check_eps(name: str, v: float, *, allow_zero: bool = True) -> float:
+def _float(name: str, v, what: str = "a number") -> float:
     try:
-        v = float(v)
+        return float(v)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number (got {v!r})")
+        raise ValueError(f"{name} must be {what} (got {v!r})") from None
+
+
+def _check_eps(name: str, v: float, *, allow_zero: bool = True) -> float:
+    v = _float(name, v)
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0 (got {v})")
     return v
 
 
 def _check_delta(name: str, v: float, *, allow_zero: bool = True) -> float:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number (got {v!r})")
+    v = _float(name, v)
     if not (0 <= v < 1) or (v == 0 and not allow_zero):
         raise ValueError(f"{name} must be in {'[0' if allow_zero else '(0'}, 1) (got {v})")
     return v
@@ -73,10 +80,7 @@ def _check_n(n) -> int:
 
 
 def _check_q(q: float) -> float:
-    try:
-        q = float(q)
-    except (TypeError, ValueError):
-        raise ValueError(f"q must be a number in (0, 1] (got {q!r})")
+    q = _float("q", q, "a number in (0, 1]")
     if not 0 < q <= 1:
         raise ValueError(f"q (the sampling fraction m/N) must be in (0, 1] (got {q})")
     return q
@@ -271,7 +275,6 @@ def pld_epsilon(*, epsilon0: float, delta0: float, n: int, delta: float) -> floa
         # e^eps0 overflows float64 (the PLD of the pair needs it): no finite composed epsilon is
         # certified, so the caller (a bisection for the largest per-release eps0) treats it as too large
         return math.inf
-    import warnings
     from dp_accounting.pld import common, privacy_loss_distribution as pld
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         # overflow in dp_accounting's tail-mass logs at large eps0: it handles the inf itself
@@ -284,29 +287,61 @@ def pld_epsilon(*, epsilon0: float, delta0: float, n: int, delta: float) -> floa
             return math.inf
 
 
-# ------------------------------------------------------------------ accountants (registry)
+# ------------------------------------------------------------------ accountants (one interface)
 #
-# An accountant answers one question: which per-release budget (eps0, delta0) may each of n
-# adaptive releases spend so that together they are (eps, delta)-DP.  ``ags.composition=NAME``
-# picks one; a subclass of :class:`Accountant` with a ``name`` registers itself, so adding one
-# is one class (in this file or any imported module).
+# An accountant answers certdp's privacy questions (substitution of one record): ``compose``
+# (``ags.composition``): ``per_release``, the (eps0, delta0) each of n adaptive releases may spend
+# for (eps, delta) in total; ``dpsgd`` (``dpsgd.optimised.accountants``, ``dpsgd.accountant``;
+# the mechanism in certdp/privacy/dpsgd_core.py): ``dpsgd_epsilon`` of Poisson-sampled Gaussian
+# steps and the ``dpsgd_noise_multiplier`` meeting a target.  A subclass with a ``name`` registers
+# itself (a name another holds is refused); ``uses``: the questions whose methods it implements.
 
-ACCOUNTANTS: dict[str, type["Accountant"]] = {}
+USES = ("compose", "dpsgd")
+_METHODS = {"compose": ("per_release",), "dpsgd": ("dpsgd_epsilon", "dpsgd_noise_multiplier")}
+ACCOUNTANTS: Registry[type["Accountant"]] = Registry("accountant")
 
 
 class Accountant:
-    """Splits a total budget over n adaptive releases (``per_release``)."""
+    """The accountant interface (module comment above): ``per_release`` for AGS budgets,
+    ``dpsgd_epsilon`` / ``dpsgd_noise_multiplier`` for DP-SGD; ``uses`` says which it answers."""
 
-    name: str = ""
+    name: ClassVar[str] = ""
+    uses: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
+        cls.uses = tuple(u for u in USES if all(getattr(cls, m) is not getattr(Accountant, m) for m in _METHODS[u]))
         if cls.name:
             ACCOUNTANTS[cls.name] = cls
 
     def per_release(self, *, epsilon: float, delta: float, n: int) -> tuple[float, float]:
         """(eps0, delta0) for each of n releases so that they compose to (epsilon, delta)."""
         raise NotImplementedError(f"accountant '{self.name}' does not implement per_release")
+
+    def dpsgd_epsilon(self, *, sigma: float, delta: float, sample_rate: float, steps: int) -> float:
+        """Substitution epsilon at ``delta`` of ``steps`` Poisson-sampled Gaussian steps (noise
+        multiplier ``sigma``, sampling rate ``sample_rate``)."""
+        raise NotImplementedError(f"accountant '{self.name}' does not account DP-SGD")
+
+    def dpsgd_noise_multiplier(self, *, epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+        """The smallest sigma (to a tolerance) with ``dpsgd_epsilon`` <= epsilon; ValueError if none."""
+        raise NotImplementedError(f"accountant '{self.name}' does not account DP-SGD")
+
+
+def accountant_names(use: str) -> tuple[str, ...]:
+    """The registered accountants that answer ``use`` (``compose`` or ``dpsgd``), in registry order."""
+    if use not in USES:
+        raise ValueError(f"unknown accountant use {use!r}; allowed: {', '.join(USES)}")
+    return tuple(n for n, cls in ACCOUNTANTS.items() if use in cls.uses)
+
+
+def get_accountant(name: str, *, use: str) -> Accountant:
+    """The accountant ``name``, checked to answer ``use``; ``ValueError`` naming the allowed ones."""
+    allowed = accountant_names(use)
+    if name not in allowed:
+        what = "DP-SGD accountant" if use == "dpsgd" else "accountant"
+        raise ValueError(f"unknown {what} {name!r}; allowed: {', '.join(allowed)}")
+    return ACCOUNTANTS[name]()
 
 
 def _bisect(ok, lo: float, hi: float, iters: int = 60) -> float:
@@ -364,18 +399,102 @@ class Optimal(_SplitDelta):
         return optimal_per_release_epsilon(epsilon=epsilon, delta=delta, n=n, delta0=delta0)
 
 
+# dp-accounting's value_discretization_interval for DP-SGD: pessimistic, so an upper bound at any
+# interval; 1e-3 is 10x faster than 1e-4 and moves sigma less than the bisection's 0.1% tolerance.
+PLD_DISCRETISATION = 1e-3
+
+
 class PLD(_SplitDelta):
-    """Numerical composition (PLD) of the (eps0, delta0) dominating pairs, inverted by bisection."""
+    """Privacy-loss distributions (dp-accounting, pessimistic): AGS budgets by numerical composition
+    of the (eps0, delta0) dominating pairs (inverted by bisection); DP-SGD with the exact replace-one
+    PLD of the Poisson-subsampled Gaussian (dpsgd_core.py)."""
     name = "pld"
 
     def epsilon0(self, *, epsilon, delta, n, delta0):
         return _bisect(lambda e: pld_epsilon(epsilon0=e, delta0=delta0, n=n, delta=delta) <= epsilon,
                        epsilon / n, epsilon, iters=25)
 
+    def dpsgd_epsilon(self, *, sigma, delta, sample_rate, steps):
+        from dp_accounting import dp_event
+        from dp_accounting.pld import PLDAccountant
+        from dp_accounting.privacy_accountant import NeighboringRelation
+        acc = PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE,
+                            value_discretization_interval=PLD_DISCRETISATION)
+        acc.compose(dp_event.PoissonSampledDpEvent(sample_rate, dp_event.GaussianDpEvent(sigma)), steps)
+        return float(acc.get_epsilon(delta))
+
+    def dpsgd_noise_multiplier(self, *, epsilon, delta, sample_rate, steps):
+        def eps(sigma: float) -> float:     # decreasing in sigma: bisection on sigma
+            return self.dpsgd_epsilon(sigma=sigma, delta=delta, sample_rate=sample_rate, steps=steps)
+        lo, hi = 1e-2, 1.0
+        while eps(hi) > epsilon:
+            lo, hi = hi, 2 * hi
+            if hi > 1e6:
+                raise ValueError(f"no noise multiplier below 1e6 gives epsilon {epsilon} at delta {delta}")
+        while hi - lo > 1e-3 * hi:
+            mid = (lo + hi) / 2
+            if eps(mid) > epsilon:
+                lo = mid
+            else:
+                hi = mid
+        return float(hi)
+
+
+def group_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """The add/remove budget (eps_a, delta_a) whose group-privacy bound for a substitution
+    (k = 2: (2 eps_a, (1 + e^{eps_a}) delta_a)) is exactly (epsilon, delta)."""
+    return epsilon / 2, delta / (1 + math.exp(epsilon / 2))
+
+
+class _Opacus(Accountant):
+    """An Opacus add/remove accountant made substitution-adjacent by group privacy (k = 2)."""
+
+    def _add_remove_epsilon(self, sigma: float, delta: float, sample_rate: float, steps: int) -> float:
+        from opacus.accountants import create_accountant              # seconds to import: only when accounting
+        acc = create_accountant(self.name)
+        acc.history = [(sigma, sample_rate, steps)]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
+            return float(acc.get_epsilon(delta=delta))
+
+    def dpsgd_epsilon(self, *, sigma, delta, sample_rate, steps):
+        # the smallest e with 2 eps_a(delta / (1 + e^{e/2})) <= e: substitution delta <= delta
+        def g(e: float) -> float:       # increasing in e: a larger e leaves a smaller delta_a
+            return 2 * self._add_remove_epsilon(sigma, delta / (1 + math.exp(e / 2)), sample_rate, steps)
+
+        e = g(0.0)
+        for _ in range(60):
+            nxt = g(e)
+            if nxt <= e:
+                return float(e)
+            e = nxt * (1 + 1e-6) + 1e-9
+        return float(e * 1.01) if g(e * 1.01) <= e * 1.01 else math.inf
+
+    def dpsgd_noise_multiplier(self, *, epsilon, delta, sample_rate, steps):
+        from opacus.accountants.utils import get_noise_multiplier     # seconds to import: only when calibrating
+        eps_a, delta_a = group_budget(epsilon, delta)
+        with warnings.catch_warnings():
+            # RDP's "optimal order is the largest/smallest alpha": the bound is still valid (only
+            # looser than with a wider alpha grid); not worth a warning per grid point.
+            warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
+            # PRV at large epsilon overflows in an intermediate exp (handled by opacus' own np.where)
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
+            return float(get_noise_multiplier(target_epsilon=eps_a, target_delta=delta_a, sample_rate=sample_rate,
+                                              steps=steps, accountant=self.name, epsilon_tolerance=0.005))
+
+
+class PRV(_Opacus):
+    """Opacus' PRV accountant (Gopi, Lee & Wutschitz 2021) for DP-SGD, by group privacy."""
+    name = "prv"
+
+
+class RDP(_Opacus):
+    """Opacus' RDP accountant (Mironov, Talwar & Zhang 2019) for DP-SGD, by group privacy."""
+    name = "rdp"
+
 
 def per_release_budget(name: str, *, epsilon: float, delta: float, n: int) -> tuple[float, float]:
     """The per-release (eps0, delta0) that accountant ``name`` allows so that n adaptive
     releases are (epsilon, delta)-DP in total (n = 1: the whole budget)."""
-    if name not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {name!r}; allowed: {', '.join(ACCOUNTANTS)}")
-    return ACCOUNTANTS[name]().per_release(epsilon=epsilon, delta=delta, n=n)
+    return get_accountant(name, use="compose").per_release(epsilon=epsilon, delta=delta, n=n)

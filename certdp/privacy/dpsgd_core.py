@@ -37,8 +37,6 @@ loop resumed at step ``start`` with per-step generators continues exactly.
 from __future__ import annotations
 
 import functools
-import math
-import warnings
 from typing import Callable
 
 import torch
@@ -46,45 +44,11 @@ import torch
 from certdp import DTYPE
 from certdp.errors import ConfigError
 from certdp.privacy import noise
+from certdp.privacy.accounting import accountant_names, get_accountant
 
-DPSGD_ACCOUNTANTS = ("pld", "prv", "rdp")     # substitution-adjacent DP-SGD accountants (module docstring)
-# dp-accounting's value_discretization_interval: the pessimistic discretisation rounds privacy
-# losses up, so the epsilon it reports is an upper bound at any interval; 1e-3 is ten times faster
-# than 1e-4 and moves the calibrated sigma by less than the bisection's 0.1% tolerance here.
-PLD_DISCRETISATION = 1e-3
-
-
-def _pld_epsilon(sigma: float, delta: float, sample_rate: float, steps: int) -> float:
-    """Replace-one epsilon at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps (dp-accounting PLD)."""
-    from dp_accounting import dp_event
-    from dp_accounting.pld import PLDAccountant
-    from dp_accounting.privacy_accountant import NeighboringRelation
-    acc = PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE,
-                        value_discretization_interval=PLD_DISCRETISATION)
-    acc.compose(dp_event.PoissonSampledDpEvent(sample_rate, dp_event.GaussianDpEvent(sigma)), steps)
-    return float(acc.get_epsilon(delta))
-
-
-def _opacus_epsilon(accountant: str, sigma: float, delta: float, sample_rate: float, steps: int) -> float:
-    """Add/remove epsilon at ``delta`` (Opacus ``prv`` or ``rdp``)."""
-    from opacus.accountants import create_accountant              # seconds to import: only when accounting
-    acc = create_accountant(accountant)
-    acc.history = [(sigma, sample_rate, steps)]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
-        return float(acc.get_epsilon(delta=delta))
-
-
-def group_budget(epsilon: float, delta: float) -> tuple[float, float]:
-    """The add/remove budget (eps_a, delta_a) whose group-privacy bound for a substitution
-    (k = 2: (2 eps_a, (1 + e^{eps_a}) delta_a)) is exactly (epsilon, delta)."""
-    return epsilon / 2, delta / (1 + math.exp(epsilon / 2))
-
-
-def _check_accountant(accountant: str) -> None:
-    if accountant not in DPSGD_ACCOUNTANTS:
-        raise ValueError(f"unknown DP-SGD accountant {accountant!r}; allowed: {', '.join(DPSGD_ACCOUNTANTS)}")
+# the substitution-adjacent DP-SGD accountants (module docstring): the ``dpsgd`` use of the one
+# accountant registry, certdp/privacy/accounting.py, which also holds their arithmetic
+DPSGD_ACCOUNTANTS = accountant_names("dpsgd")
 
 
 @functools.lru_cache(maxsize=256)
@@ -96,42 +60,14 @@ def noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps:
     function of its arguments.  A budget the accountant cannot calibrate is a ConfigError on
     ``key`` (the setting that chose the accountant): group privacy asks ``prv`` and ``rdp`` for
     delta_a = delta / (1 + e^{epsilon/2}), below what opacus' PRV can resolve at large epsilon."""
-    _check_accountant(accountant)
+    acc = get_accountant(accountant, use="dpsgd")
     try:
-        return _noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps,
-                                 accountant=accountant)
+        return acc.dpsgd_noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps)
     except ValueError as e:
         raise ConfigError(key, f"the {accountant} accountant cannot calibrate sigma for epsilon {epsilon:g}, delta "
                                f"{delta:g} ({sample_rate:.3g} sampling rate, {steps} steps): "
                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; allowed: pld (exact "
                                f"replace-one accounting), or rdp, at this epsilon") from None
-
-
-def _noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
-    if accountant == "pld":
-        # bisection on sigma: the replace-one epsilon decreases as sigma grows
-        lo, hi = 1e-2, 1.0
-        while _pld_epsilon(hi, delta, sample_rate, steps) > epsilon:
-            lo, hi = hi, 2 * hi
-            if hi > 1e6:
-                raise ValueError(f"no noise multiplier below 1e6 gives epsilon {epsilon} at delta {delta}")
-        while hi - lo > 1e-3 * hi:
-            mid = (lo + hi) / 2
-            if _pld_epsilon(mid, delta, sample_rate, steps) > epsilon:
-                lo = mid
-            else:
-                hi = mid
-        return float(hi)
-    from opacus.accountants.utils import get_noise_multiplier     # seconds to import: only when calibrating
-    eps_a, delta_a = group_budget(epsilon, delta)
-    with warnings.catch_warnings():
-        # RDP's "optimal order is the largest/smallest alpha": the bound is still valid (only
-        # looser than with a wider alpha grid); not worth a warning per grid point.
-        warnings.filterwarnings("ignore", message="Optimal order is the", category=UserWarning)
-        # PRV at large epsilon overflows in an intermediate exp (handled by opacus' own np.where)
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"opacus\.")
-        return float(get_noise_multiplier(target_epsilon=eps_a, target_delta=delta_a, sample_rate=sample_rate,
-                                          steps=steps, accountant=accountant, epsilon_tolerance=0.005))
 
 
 def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
@@ -140,20 +76,8 @@ def accounted_epsilon(*, sigma: float, delta: float, sample_rate: float, steps: 
     ``sample_rate``.  For ``prv``/``rdp`` the smallest epsilon found with
     2 eps_a(delta / (1 + e^{epsilon/2})) <= epsilon (group privacy, k = 2), which makes the
     substitution delta (1 + e^{eps_a}) delta_a at most ``delta``."""
-    _check_accountant(accountant)
-    if accountant == "pld":
-        return _pld_epsilon(sigma, delta, sample_rate, steps)
-
-    def g(e: float) -> float:       # increasing in e: a larger e leaves a smaller delta_a
-        return 2 * _opacus_epsilon(accountant, sigma, delta / (1 + math.exp(e / 2)), sample_rate, steps)
-
-    e = g(0.0)
-    for _ in range(60):
-        nxt = g(e)
-        if nxt <= e:
-            return float(e)
-        e = nxt * (1 + 1e-6) + 1e-9
-    return float(e * 1.01) if g(e * 1.01) <= e * 1.01 else math.inf
+    return get_accountant(accountant, use="dpsgd").dpsgd_epsilon(sigma=sigma, delta=delta, sample_rate=sample_rate,
+                                                                 steps=steps)
 
 
 def calibrated_noise(*, epsilon: float, delta: float, sample_rate: float, steps: int,

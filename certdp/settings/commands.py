@@ -12,7 +12,7 @@ from typing import Any
 
 from certdp.data.params import Field, boolean, choice, choices, integer, integers, parse_settings, real, reals, section
 from certdp.errors import ConfigError
-from certdp.privacy.accounting import ACCOUNTANTS
+from certdp.privacy.accounting import accountant_names
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
 from certdp.settings.base import RunOptions, strict, subsection
 from certdp.settings.training import MAX_STEPS, StaircaseSettings, staircase_settings
@@ -155,7 +155,7 @@ class AGSSettings:
 
 def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
     """``ags``, checked against ``train.steps`` (releases and sampling steps lie in 1..steps)."""
-    acc = tuple(ACCOUNTANTS)
+    acc = accountant_names("compose")
     fields = {
         "releases_n": Field(1, partial(integer, lo=1, hi=steps)),
         "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n")),

@@ -36,11 +36,10 @@ import numpy as np
 import torch
 
 from certdp import DTYPE
-from certdp.agt import run_agt
-from certdp.bounds import get_certificate
+from certdp.agt import Envelopes
 from certdp.data.features import fit_public_pca
 from certdp.data.text import TextPart
-from certdp.certify import require_finite, trivial_cover
+from certdp.certify import build_engine, model_envelopes, parameter_staircase, trivial_cover
 from certdp.privacy.smoothness import release_proof
 from certdp.seeding import generator_for
 from certdp.settings.hybrid import HybridSettings
@@ -48,7 +47,7 @@ from certdp.methods.hybrid.store import digest, load_torch, save_torch
 from certdp.models import build_model
 from certdp.privacy.dpsgd_core import calibrated_noise, dpsgd_poisson, poisson_schedule
 from certdp.privacy.mechanisms import make_mechanism
-from certdp.privacy.sensitivity import staircase
+from certdp.settings.training import StaircaseSettings
 from certdp.training import TrainSettings
 
 log = logging.getLogger("certdp")
@@ -128,13 +127,13 @@ def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) ->
     model = head_model(d)
     ts = head_train_settings(s)
     n = f.x_priv.shape[0]
-    ks = sorted(set(range(1, min(s.head.k_max, n) + 1)) | ({n} if s.head.include_n else set()))
-    engine = get_certificate(s.head.certificate)
+    ks = StaircaseSettings(kind="range", k_max=s.head.k_max, include_n=s.head.include_n, key="head.k_max").radii(n)
+    engine = build_engine(s.head.certificate, model=model)
     theta0 = model.init(s.seed)
     t0 = time.perf_counter()
-    env = run_agt(model, theta0, f.x_priv, f.y_priv, ts, ks, certificate=engine, progress=progress)
+    env = model_envelopes(model, theta0, f.x_priv, f.y_priv, ts, ks, engine=engine, progress=progress)
     secs = time.perf_counter() - t0
-    env_pub = run_agt(model, theta0, f.x_pub, f.y_pub, ts, [1], certificate=engine, progress=False)
+    env_pub = model_envelopes(model, theta0, f.x_pub, f.y_pub, ts, [1], engine=engine)
     w = (env_pub.hi[0] - env_pub.lo[0]).clamp(min=0)
     w = (w / w.mean().clamp(min=1e-300)).clamp(min=1e-3)
     out = {"k": env.k_values, "lo": env.lo, "hi": env.hi, "nominal": env.nominal, "weights": w,
@@ -149,16 +148,14 @@ def ags_release(s: HybridSettings, env: dict, f: Features, *, epsilon: float, de
     """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies;
     ``smoothness_proof``: whether the head's staircase is provably beta-smooth (the release-proof
     policy ``privacy.smoothness``, certdp/privacy/smoothness.py; a refusal otherwise)."""
-    proof = release_proof(get_certificate(s.head.certificate), s.smoothness)
+    proof = release_proof(build_engine(s.head.certificate), s.smoothness)
     model = head_model(env["d"])
     P = model.n_params
     w = env["weights"] if allocation == "anisotropic" else torch.ones(P, dtype=DTYPE)
     per_coord = trivial_cover(head_train_settings(s), P, (0, s.head.steps)) / P
     cover = float((per_coord / w).sum())
-    sc = staircase(env["lo"] / w, env["hi"] / w, env["nominal"] / w, env["k"], n_total=env["n"],
-                   global_sensitivity=cover)
-    require_finite(sc.a_bar, what="the head's parameter staircase is", key="head.lr",
-                   allowed="a smaller head.lr or head.clip")
+    sc = parameter_staircase(Envelopes(env["k"], env["lo"], env["hi"], env["nominal"]), n_total=env["n"], cover=cover,
+                             weights=w, key="head.lr", allowed="a smaller head.lr or head.clip")
     mech = make_mechanism(release, query="parameter", epsilon=epsilon, n_params=P, delta=delta, beta=s.head.beta)
     u = float(sc.smooth(mech.beta))
     gen = generator_for(s.seed, "hybrid-ags", label, release, allocation, epsilon)

@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 
 from certdp.errors import ConfigError
-from certdp.privacy.mechanisms.base import REGISTRY, Mechanism, analytic_gaussian_sigma
+from certdp.privacy.mechanisms.base import REGISTRY, Mechanism, analytic_gaussian_sigma, gdp_mu
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     importlib.import_module(f"{__name__}.{_info.name}")
@@ -46,6 +46,6 @@ def make_mechanism(name: str, *, query: str, epsilon: float, delta: float | None
     return mechanism_class(name, query=query).create(epsilon=epsilon, delta=delta, beta=beta, n_params=n_params)
 
 
-__all__ = ["REGISTRY", "Mechanism", "analytic_gaussian_sigma", "names", "mechanism_class", "make_mechanism",
+__all__ = ["REGISTRY", "Mechanism", "analytic_gaussian_sigma", "gdp_mu", "names", "mechanism_class", "make_mechanism",
            "CauchySmooth", "CauchyTight", "LaplaceSmooth", "LaplaceGlobal", "GaussianGlobal",
            "CauchyParams", "CauchyParams6", "LaplaceParams", "LaplaceParamsUnion", "gamma_tail"]

@@ -42,12 +42,13 @@ from typing import Callable, ClassVar
 import torch
 
 from certdp.errors import ConfigError
+from certdp.registry import Registry
 from certdp.privacy.noise import as_source
 
 KINDS = ("smooth", "global")
 QUERIES = ("prediction", "parameter")
 
-REGISTRY: dict[str, type["Mechanism"]] = {}
+REGISTRY: Registry[type["Mechanism"]] = Registry("mechanism")
 
 
 def check_epsilon(eps: float) -> None:
@@ -97,6 +98,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
         else:
             hi = mid
     return hi * sensitivity
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The mu for which mu-GDP is exactly (epsilon, delta)-DP (1/sigma of the analytic Gaussian)."""
+    return 1.0 / analytic_gaussian_sigma(epsilon, delta, 1.0)
 
 
 class Mechanism:

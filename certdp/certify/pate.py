@@ -1,0 +1,109 @@
+"""The one home of PATE (Papernot et al. 2017): disjoint shards of the private records, the
+"teachers" trained on them, and the noisy aggregation of their classification votes.
+
+Two uses: ``certdp pate`` (:mod:`certdp.methods.pate`: PATE-R / PATE-AGT-R, the mean of the
+shards' predictions released with global- or smooth-sensitivity noise) and the PATE
+classification baseline of ``certdp ags`` / ``certdp dpsgd`` (:func:`pate_classification`, noisy
+argmax of the teachers' votes on public points; the guarantee in certdp/baselines.py).
+
+The shards are cut from a permutation drawn from the seed before any record is read, so they are
+data-independent: one substituted record lies in exactly one shard and changes one teacher.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from certdp import DTYPE
+from certdp.certify.experiment import Experiment
+from certdp.metrics import accuracy
+from certdp.models import ModelSpec
+from certdp.privacy import noise
+from certdp.privacy.mechanisms import gdp_mu
+from certdp.seeding import generator_for
+from certdp.training import TrainSettings, train
+
+
+def blocks(perm: torch.Tensor, shards: int) -> torch.Tensor:
+    """Index shards [T, m], m = len(perm) // T: the first T*m entries of ``perm`` cut into T blocks
+    (the rest are left out)."""
+    m = len(perm) // shards
+    return perm[: shards * m].view(shards, m)
+
+
+def partition(n: int, shards: int, seed: int) -> torch.Tensor:
+    """Index shards [T, m], m = n // T: a permutation drawn from the seed, cut into T blocks
+    (records n - T*m onwards in that order are left out).  Data-independent by construction."""
+    if not 1 <= shards <= n:
+        raise ValueError(f"shards must be in [1, {n}] (got {shards})")
+    return blocks(torch.randperm(n, generator=generator_for(seed, "pate-partition", shards)), shards)
+
+
+def train_teachers(model: ModelSpec, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, parts: torch.Tensor,
+                   settings: TrainSettings) -> torch.Tensor:
+    """The T shard models [T, P] ("teachers"), trained non-privately by the nominal algorithm in one
+    vectorised call (x [T, m, d]), every one from the same data-independent ``theta0`` [P]."""
+    return train(model, theta0.expand(parts.shape[0], -1), x[parts], y[parts], settings)
+
+
+def pate_labels(votes: torch.Tensor, *, regime: str, epsilon: float, delta: float, gen) -> torch.Tensor:
+    """Noisy argmax of vote histograms [m, C] answered with total budget (epsilon, delta)."""
+    m = votes.shape[0]
+    if regime == "pure":
+        eta = (2 * m / epsilon) * noise.laplace(gen, votes.shape)
+    else:
+        sigma = math.sqrt(2 * m) / gdp_mu(epsilon, delta)
+        eta = sigma * noise.gaussian(gen, votes.shape)
+    return (votes + eta).argmax(-1)
+
+
+def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: float, x, y, xt, yt,
+                        pool, selection, votes_cache: dict, n_draws: int = 5) -> dict | None:
+    """The PATE classification baseline at (epsilon, delta): for every (teachers T, queries m)
+    of the ``pate`` section, ``n_draws`` noisy labellings train students; the (T, m) with the
+    best median selection accuracy is kept.  ``votes_cache`` holds the teachers' votes per T
+    (they do not depend on the budget)."""
+    cfg = exp.settings.baselines
+    model = exp.model
+    xq, _ = pool
+    xs, ys = selection
+    n = x.shape[0]
+    binary = model.loss.name == "hinge"
+    C = 2 if binary else model.widths[-1]
+    best, released = None, 0
+    perm = torch.as_tensor(np.random.default_rng(exp.seed + 17).permutation(n))
+    st = TrainSettings(steps=exp.train.steps, lr=exp.train.lr, clip=exp.train.clip, batch_size=None,
+                       contraction=exp.train.contraction, seed=exp.train.seed)
+    st_student = TrainSettings(steps=min(exp.train.steps, cfg.student_steps), lr=exp.train.lr,
+                               clip=exp.train.clip, batch_size=None, contraction=exp.train.contraction,
+                               seed=exp.train.seed)
+    for T in cfg.teachers:
+        if n // T < 2:
+            continue
+        if T not in votes_cache:
+            teachers = train_teachers(model, model.init(exp.train.seed), x, y, blocks(perm, T), st)  # non-private
+            pred = model.classify(teachers, xq)                          # [T, m_pool]
+            cls = ((pred + 1) // 2).long() if binary else pred.long()
+            votes_cache[T] = torch.nn.functional.one_hot(cls, C).sum(0).to(DTYPE)   # [m_pool, C]
+        votes = votes_cache[T]
+        for m in cfg.queries:
+            m = min(m, votes.shape[0])
+            accs_s, accs_t = [], []
+            for d in range(n_draws):
+                gen = generator_for(exp.seed, "pate", regime, epsilon, T, m, d)
+                lab = pate_labels(votes[:m], regime=regime, epsilon=epsilon, delta=delta, gen=gen)
+                released += 1
+                yl = (2 * lab - 1).to(DTYPE) if binary else lab
+                stu = train(model, model.init(exp.train.seed), xq[:m], yl, st_student)
+                accs_s.append(float(accuracy(model, stu, xs, ys)))
+                accs_t.append(float(accuracy(model, stu, xt, yt)))
+            s = float(np.median(accs_s))
+            if best is None or s > best["selection_accuracy"]:
+                best = {"selection_accuracy": s, "accuracy": float(np.median(accs_t)), "hp": f"teachers={T} queries={m}",
+                        "accuracy_mean": float(np.mean(accs_t)), "draws": n_draws}
+    if best is not None:
+        best["trained"] = released
+    return best
