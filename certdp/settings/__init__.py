@@ -7,7 +7,8 @@ settings: :class:`ExperimentSettings` for the commands that train and certify (`
 :class:`HybridSettings`.  Every value is typed and range-checked by the parsers of
 :mod:`certdp.data.params`; absent keys take their documented defaults; a key no command reads is
 refused (``+privacy.epsilon=1`` is a typo, not a setting to ignore); releases are instantiated so
-that a beta above a mechanism's limit fails here; the certificate engine is built here, once.
+that a beta above a mechanism's limit fails here; the certificate engine is checked here and built when
+the run starts (:meth:`CertificateSettings.build`).
 Runners receive these values only, never the raw config.
 
 Modules: :mod:`.base` (run options, strict sections), :mod:`.training` (model, train, staircase,

@@ -79,9 +79,26 @@ def strict(cfg: Any, fields: Mapping[str, Field], *, prefix: str) -> dict[str, A
     return parse_settings(section(cfg, prefix), fields, prefix=prefix)
 
 
-def subsection(fields: Mapping[str, Field]) -> Callable[[Any, str], dict]:
+@dataclass(frozen=True)
+class Subsection:
+    """The parser of a nested section (``feasibility.confidence``, ``dpsgd.optimised.grid``):
+    its table of fields (walked by :mod:`certdp.settings.schema`) and, where the section is read
+    into a value of its own, the function that reads it (``build(value, key)``)."""
+    fields: Mapping[str, Field]
+    build: Callable[[Any, str], Any] | None = None
+
+    def __call__(self, value: Any, key: str) -> Any:
+        if self.build is not None:
+            return self.build(value, key)
+        return parse_settings(section(value, key), self.fields, prefix=key)
+
+    def describe(self) -> str:
+        return "section: " + ", ".join(self.fields)
+
+
+def subsection(fields: Mapping[str, Field]) -> Subsection:
     """A parser for a nested section (``feasibility.confidence``, ``dpsgd.optimised.grid``)."""
-    return lambda value, key: parse_settings(section(value, key), fields, prefix=key)
+    return Subsection(fields)
 
 
 def run_name(value: Any, key: str) -> str:
@@ -131,7 +148,7 @@ class RunOptions:
             raise ConfigError("device", f"{what} computes on the CPU only; allowed: auto, cpu")
 
 
-def _run_fields() -> dict[str, Field]:
+def run_fields() -> dict[str, Field]:
     from certdp.bounds import CERTIFICATES
     return {
         "command": Field(None, partial(text, none=True)),
@@ -160,7 +177,7 @@ def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[st
     """The run options and the raw sections of a composed config; a top-level key that is
     neither is refused (``+foo=1`` is a typo, not a setting to ignore)."""
     cfg = dict(cfg or {})
-    fields = _run_fields()
+    fields = run_fields()
     unknown = [k for k in cfg if k not in fields and k not in sections]
     if unknown:
         raise ConfigError(str(unknown[0]), f"unknown setting of certdp {command}; allowed: "

@@ -14,8 +14,8 @@ from certdp.data.params import Field, boolean, choice, choices, integer, integer
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import ACCOUNTANTS
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
-from certdp.settings.base import RunOptions, strict, subsection
-from certdp.settings.training import MAX_STEPS, StaircaseSettings, staircase_settings
+from certdp.settings.base import RunOptions, Subsection, strict, subsection
+from certdp.settings.training import MAX_STEPS, STAIRCASE_FIELDS, StaircaseSettings, staircase_settings
 
 MAX_REPEATS = 10 ** 6
 
@@ -120,7 +120,8 @@ SHARD_FIELDS = {
     "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS)),
     "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set")),
     "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr"))),
-    "staircase": Field(None, lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
+    "staircase": Field(None, Subsection(STAIRCASE_FIELDS,
+                                        lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key))),
 }
 
 
@@ -153,10 +154,10 @@ class AGSSettings:
     baseline_draws: int | None = None          # matched DP-SGD draws (None: privacy.n_draws)
 
 
-def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
-    """``ags``, checked against ``train.steps`` (releases and sampling steps lie in 1..steps)."""
+def ags_fields(steps: int = MAX_STEPS) -> dict[str, Field]:
+    """The ``ags`` table, its step ranges bounded by ``train.steps`` (``steps``)."""
     acc = tuple(ACCOUNTANTS)
-    fields = {
+    return {
         "releases_n": Field(1, partial(integer, lo=1, hi=steps)),
         "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n")),
         "composition": Field("optimal", partial(choice, allowed=acc)),
@@ -167,7 +168,11 @@ def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
         "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0)),
         "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws")),
     }
-    a = strict(cfg, fields, prefix="ags")
+
+
+def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
+    """``ags``, checked against ``train.steps`` (releases and sampling steps lie in 1..steps)."""
+    a = strict(cfg, ags_fields(steps), prefix="ags")
     S = tuple(a["sampling_steps"] or ())
     if S and (list(S) != sorted(set(S)) or S[-1] != steps):
         raise ConfigError("ags.sampling_steps", f"got {list(S)} (not increasing steps ending at train.steps); "
@@ -226,12 +231,17 @@ PATE_BASELINE_FIELDS = {
 }
 
 
-def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSettings:
-    """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
+def dpsgd_fields(*, with_arms: bool) -> dict[str, Field]:
+    """The ``dpsgd`` table (``arms`` only where ``with_arms``: certdp dpsgd)."""
     fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS))}
     if with_arms:
         fields = {"arms": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS)), **fields}
-    d = strict(dpsgd, fields, prefix="dpsgd")
+    return fields
+
+
+def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSettings:
+    """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
+    d = strict(dpsgd, dpsgd_fields(with_arms=with_arms), prefix="dpsgd")
     p = strict(pate, PATE_BASELINE_FIELDS, prefix="pate")
     g = d["optimised"]["grid"]
     return BaselineSettings(arms=d.get("arms", ()), accountants=d["optimised"]["accountants"],
@@ -319,15 +329,17 @@ def _check_confidences(conf: tuple[float, ...], key: str) -> tuple[float, ...]:
     return conf
 
 
+FEASIBILITY_FIELDS = {
+    "confidence": Field(None, subsection(CONFIDENCE_FIELDS)),
+    "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True)),
+    "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
+    "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True)),
+    "approx_window": Field([0.8, 1.0], _window),
+}
+
+
 def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> FeasibilitySettings:
-    fields = {
-        "confidence": Field(None, subsection(CONFIDENCE_FIELDS)),
-        "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True)),
-        "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
-        "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True)),
-        "approx_window": Field([0.8, 1.0], _window),
-    }
-    f = strict(cfg, fields, prefix="feasibility")
+    f = strict(cfg, FEASIBILITY_FIELDS, prefix="feasibility")
     g = f["confidence"]
     if g["values"] is None and g["start"] < MIN_GRID_START:
         raise ConfigError("feasibility.confidence.start", f"got {g['start']:g} (the grid is rounded to 12 decimals, "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from certdp.errors import ConfigError
 from certdp.settings import config_dir, parse
+from certdp.settings.training import refuse_explicit_options
 
 MAX_SWEEP_JOBS = 10_000          # each job is composed and checked before the first runs
 MAX_CHECKED_TABLE_BYTES = 32 << 20   # a sweep's csv tables up to this size are read and checked in full
@@ -217,6 +218,10 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
                     key, what = _hydra_error(e)
                     raise ConfigError(key, what) from None
                 out.append(parse(command, d))
+                cert = getattr(out[-1], "certificate", None)
+                if cert is not None:      # an explicit engine option the chosen engine does not read
+                    refuse_explicit_options(cert, [a.split("=", 1)[0].lstrip("+") for a in job
+                                                   if not a.startswith("~")])
     finally:
         GlobalHydra.instance().clear()
     if len(jobs) > 1:

@@ -95,8 +95,8 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
     if command == "dpaudit":
         check_dpaudit_privacy(privacy)
     certificate = certificate_settings(sec["certificate"])
-    from certdp.bounds import check_device
-    check_device(certificate.engine, run.device)        # an engine that cannot run there: refused now
+    from certdp.bounds import CERTIFICATES, check_device
+    check_device(CERTIFICATES[certificate.name], run.device)     # an engine that cannot run there: refused now
     return ExperimentSettings(
         run=run, dataset=MappingProxyType(dataset), model=model, train=train,
         staircase=staircase_settings(sec["staircase"]), certificate=certificate,

@@ -134,7 +134,7 @@ DPLORA_FIELDS = {
 }
 
 
-def _head_fields() -> dict[str, Field]:
+def head_fields() -> dict[str, Field]:
     from certdp.bounds import CERTIFICATES
     return {
         "pca_dim": Field(8, partial(integer, lo=1)),
@@ -175,6 +175,13 @@ HYBRID_FIELDS = {
     "size_sweep": Field(None, subsection(SIZE_FIELDS)),
 }
 # The hybrid's own dataset keys (the rest is the sst2 dataset's table)
+HYBRID_PRIVACY_FIELDS = {
+    "epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True)),
+    "delta": Field(1e-5, DELTA),
+    "smoothness": Field("proven", partial(choice, allowed=POLICIES)),
+}
+# read by certdp hybrid beside the sst2 dataset's own table
+N_TEST_EVAL = Field(None, partial(integer, lo=1, none=True, null_means="the whole test set"))
 HYBRID_DATASET_FIELDS = {
     "encoder": Field("mpnet", partial(choice, allowed=ENCODERS)),
     "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000)),
@@ -208,19 +215,16 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     d = section(sec["dataset"], "dataset")
     if d.get("name", "sst2") != "sst2":
         raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")
-    n_test_eval = integer(d.pop("n_test_eval", None), "dataset.n_test_eval", lo=1, none=True,
-                          null_means="the whole test set")
+    n_test_eval = N_TEST_EVAL.parse(d.pop("n_test_eval", N_TEST_EVAL.default), "dataset.n_test_eval")
     dataset = dataset_settings({**d, "name": "sst2"})
     own = parse_settings({k: dataset[k] for k in HYBRID_DATASET_FIELDS if dataset.get(k) is not None},
                          HYBRID_DATASET_FIELDS, prefix="dataset")
-    p = strict(sec["privacy"], {"epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True)),
-                                "delta": Field(1e-5, DELTA),
-                                "smoothness": Field("proven", partial(choice, allowed=POLICIES))}, prefix="privacy")
+    p = strict(sec["privacy"], HYBRID_PRIVACY_FIELDS, prefix="privacy")
     split = strict(sec["split"], SPLIT_FIELDS, prefix="split")
     h = strict(sec["hybrid"], HYBRID_FIELDS, prefix="hybrid")
     sw = h["size_sweep"]
     dps = DPLoraSettings(**strict(sec["dpsgd"], DPLORA_FIELDS, prefix="dpsgd"))
-    hd = strict(sec["head"], _head_fields(), prefix="head")
+    hd = strict(sec["head"], head_fields(), prefix="head")
     head = HeadSettings(**hd)
     # a beta above a release's limit fails here (P = 1: the loosest limit), named as the head's key
     head_keys = {"privacy.beta": "head.beta", "privacy.delta": "head.delta"}

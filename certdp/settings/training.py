@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, choice, integer, integers, parse_settings, real, section, text
+from certdp.data.params import Field, anything, boolean, choice, integer, integers, parse_settings, real, section, text
 from certdp.errors import ConfigError
 from certdp.training import TrainSettings
 from certdp.settings.base import SEED, strict
@@ -27,7 +27,7 @@ class ModelSettings:
     loss: str | None
 
 
-def _model_fields(prefix_auto: bool) -> dict[str, Field]:
+def model_fields(prefix_auto: bool) -> dict[str, Field]:
     arch = ("auto",) + ARCHS if prefix_auto else ARCHS
     return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto)),
             "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True)),
@@ -37,9 +37,9 @@ def _model_fields(prefix_auto: bool) -> dict[str, Field]:
 def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
     """``model`` over the dataset's default model (``dataset.model``): with ``model.arch=auto``
     the dataset's arch, hidden widths and loss apply unless ``model.*`` sets them."""
-    m = strict(model, _model_fields(True), prefix="model")
+    m = strict(model, model_fields(True), prefix="model")
     if m["arch"] == "auto":
-        d = parse_settings(section(dataset_model, "dataset.model"), _model_fields(False), prefix="dataset.model")
+        d = parse_settings(section(dataset_model, "dataset.model"), model_fields(False), prefix="dataset.model")
         m = {"arch": d["arch"] or "linear",
              "hidden": m["hidden"] if m["hidden"] is not None else d["hidden"],
              "loss": m["loss"] if m["loss"] is not None else d["loss"]}
@@ -157,37 +157,82 @@ def _workers(value: Any, key: str) -> int:
     return integer(value, key, lo=1, hi=max(2, os.cpu_count() or 2))
 
 
-# The typed form of the built-in engines' options; each engine's constructor checks its own
-# values as well (an option of an engine added later reaches its constructor as given).
-OPTION_PARSERS = {
-    "frequency": partial(integer, lo=1, hi=MAX_STEPS),
-    "time_limit": partial(real, lo=0, lo_open=True),
-    "run_time_limit": partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
-    "solver": text,
-    "workers": _workers,
-    "mip_gap": partial(real, lo=0),
-    "aggregation": text,
+# Every ``certificate.<opt>`` an engine reads (``Certificate.options``), declared once: its parser
+# and help.  The default is each engine's own (its constructor's; ``docs/settings.md`` lists them
+# per engine), so it is not repeated here; an absent option is not passed.  Options whose values
+# only the engine can judge (its modes) are typed by its constructor, which refuses in one line.
+ENGINE_OPTIONS = {
+    "substitutions": Field(None, anything),
+    "aggregation": Field(None, text),
+    "frequency": Field(None, partial(integer, lo=1, hi=MAX_STEPS)),
+    "time_limit": Field(None, partial(real, lo=0, lo_open=True)),
+    "run_time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="no run budget")),
+    "solver": Field(None, text),
+    "workers": Field(None, _workers),
+    "mip_gap": Field(None, partial(real, lo=0)),
+    "nodes": Field(None, anything),
+    "on_time_limit": Field(None, anything),
+    "solve": Field(None, anything),
+    "horizon": Field(None, anything),
+    "branch": Field(None, anything),
+    "alpha_iters": Field(None, anything),
 }
 
 
 @dataclass(frozen=True)
 class CertificateSettings:
-    """``certificate``: the engine's name, its options, and the engine built from them (once)."""
+    """``certificate``: the engine's name and the options it reads, typed.  The engine itself is
+    built from them when the run starts (:meth:`build`), never stored here: an engine holds run
+    state (a MILP run budget, compiled kernels, caches) that a frozen settings value must not.
+    ``ignored`` names the options a preset set for another engine (``certificate=auto`` picks
+    the engine from ``default_certificate``, so a preset may prepare options for an engine it
+    does not pick); such an option given on the command line is refused
+    (:func:`refuse_explicit_options`)."""
     name: str
     options: tuple[tuple[str, Any], ...]
-    engine: Any = field(compare=False, repr=False)
+    ignored: tuple[str, ...] = ()
 
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)
 
+    def build(self):
+        """A fresh engine of these settings (:func:`certdp.bounds.get_certificate`)."""
+        from certdp.bounds import get_certificate
+        return get_certificate(self.name, **dict(self.options))
+
 
 def certificate_settings(cfg: Any, *, key: str = "certificate") -> CertificateSettings:
-    """``certificate.name`` and the options the engines declare (``certdp list``)."""
-    from certdp.bounds import CERTIFICATES, get_certificate
+    """``certificate.name`` and the options the engines declare (``certdp list settings``): an
+    option no engine reads is refused; one that only another engine reads is set aside
+    (``ignored``).  The engine is built once here to check its options (its constructor refuses
+    a bad value in one line, before any data is read) and dropped."""
+    from certdp.bounds import CERTIFICATES
     d = section(cfg, key)
     name = choice(d.pop("name", "ibp"), f"{key}.name", allowed=tuple(sorted(CERTIFICATES)))
-    options = {}
+    own = CERTIFICATES[name].options
+    options, ignored = {}, []
     for opt, value in d.items():
-        parse = OPTION_PARSERS.get(opt)
-        options[opt] = parse(value, f"{key}.{opt}") if parse is not None else value
-    return CertificateSettings(name, tuple(options.items()), get_certificate(name, **options))
+        f = ENGINE_OPTIONS.get(opt)
+        if f is None or not any(opt in c.options for c in CERTIFICATES.values()):
+            raise ConfigError(f"{key}.{opt}", f"unknown option; allowed for {name}: {', '.join(own) or 'none'}")
+        parsed = f.parse(value, f"{key}.{opt}")      # a preset's bad value is refused whichever engine runs
+        if opt in own:
+            options[opt] = parsed
+        else:
+            ignored.append(opt)
+    out = CertificateSettings(name, tuple(options.items()), tuple(ignored))
+    out.build()
+    return out
+
+
+def refuse_explicit_options(cert: CertificateSettings, keys: Any, *, key: str = "certificate") -> None:
+    """Refuse a ``certificate.<opt>`` of ``keys`` (the command line's overrides) that the chosen
+    engine does not read: an explicit value is never silently dropped."""
+    from certdp.bounds import CERTIFICATES
+    for k in keys:
+        opt = k[len(key) + 1:] if k.startswith(key + ".") else None
+        if opt in cert.ignored:
+            owners = [n for n, c in sorted(CERTIFICATES.items()) if opt in c.options]
+            raise ConfigError(f"{key}.{opt}", f"not an option of the certificate '{cert.name}' (it is read by "
+                                              f"{', '.join(owners)}); allowed for {cert.name}: "
+                                              f"{', '.join(CERTIFICATES[cert.name].options) or 'none'}")
