@@ -15,7 +15,7 @@ import typer
 
 from certdp import results
 from certdp.errors import ConfigError
-from certdp.runs import (LANDED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
+from certdp.runs import (LANDED, PARSED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
                          ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
 from certdp.settings import config_dir
 from certdp.settings.compose import _group_options, compose_and_parse, split_command_line, validate_overrides
@@ -83,19 +83,23 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
     import hydra
 
     cdir = config_path or str(config_dir())
+    PARSED.clear()
     try:
         flags, overrides = split_command_line(command, args)
         validate_overrides(overrides)
         if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
-            compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
-                              config_path=cdir, config_name=config_name or command)
+            configs: list = []
+            jobs = compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+                                     config_path=cdir, config_name=config_name or command, configs=configs)
+            PARSED.extend(zip(configs, jobs))         # each job runs on these settings (parsed once)
     except ConfigError as e:
         fail(str(e))
 
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
-        execute(command, COMMANDS[command][0], cfg, Path(HydraConfig.get().runtime.output_dir))
+        hc = HydraConfig.get()
+        execute(command, COMMANDS[command][0], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
 
     old = sys.argv
     sys.argv = ["certdp"] + flags + [_stage_override(a) for a in overrides]
@@ -116,6 +120,7 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         stdout_warning(LANDED)
     finally:
         STAGED["paths"] = None
+        PARSED.clear()
         sys.argv = old
 
 
