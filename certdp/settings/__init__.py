@@ -28,14 +28,16 @@ from certdp.settings.hybrid import HybridSettings, hybrid_settings
 
 
 def _feasibility(cfg: Mapping[str, Any] | None) -> FeasibilitySettings:
-    from certdp.data.params import choice, section
+    from certdp.data.params import section
+    from certdp.settings.commands import FEASIBILITY_DATASET_FIELDS
     run, sec = top_level(cfg, command="feasibility", sections=("dataset", "feasibility"))
     run.require_cpu("certdp feasibility")
     d = section(sec["dataset"], "dataset")
     for k, v in d.items():               # the run folder's dataset part: no data is read
         if k != "name":
             raise ConfigError(f"dataset.{k}", "unknown setting; certdp feasibility reads no data")
-    choice(d.get("name", "none"), "dataset.name", allowed=("none",))
+    name = FEASIBILITY_DATASET_FIELDS["name"]
+    name.parse(d.get("name", name.default), "dataset.name")
     return feasibility_settings(sec["feasibility"], run)
 
 

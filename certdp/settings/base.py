@@ -151,16 +151,23 @@ class RunOptions:
 def run_fields() -> dict[str, Field]:
     from certdp.bounds import CERTIFICATES
     return {
-        "command": Field(None, partial(text, none=True)),
-        "seed": Field(0, SEED),
-        "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
-        "progress": Field(True, boolean),
-        "out_root": Field("outputs", text),
-        "run": Field("run", run_name),
-        "overwrite": Field(False, boolean),
-        "selection": Field("grid", partial(choice, allowed=SELECTION_MODES)),
-        "config_format": Field(CONFIG_FORMAT, _config_format),
-        "device": Field("auto", device_setting),
+        "command": Field(None, partial(text, none=True),
+                         help="the command that made the run (set by each command's config; recorded in config.yaml)"),
+        "seed": Field(0, SEED, help="seed of data generation, splits, initialisation, batch plan and noise"),
+        "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES))),
+                                     help="the engine certificate=auto resolves to (presets change it)"),
+        "progress": Field(True, boolean, help="progress bars on a terminal"),
+        "out_root": Field("outputs", text,
+                          help="folder holding <command>/<dataset>/<run>/ (an absolute path is taken as given)"),
+        "run": Field("run", run_name,
+                     help="the run folder below <out_root>/<command>/<dataset>/ (default: time + suffix)"),
+        "overwrite": Field(False, boolean, help="replace a finished run that holds the same folder"),
+        "selection": Field("grid", partial(choice, allowed=SELECTION_MODES),
+                           help="grid: tuned arms choose among private candidates | fixed: one candidate each"),
+        "config_format": Field(CONFIG_FORMAT, _config_format,
+                               help="the layout of config.yaml (certdp rerun reads back only this one; leave it out)"),
+        "device": Field("auto", device_setting,
+                        help="where training and AGT compute: auto (a GPU if seen) | cpu | cuda | cuda:N"),
     }
 
 

@@ -38,12 +38,16 @@ class AuditSettings:
 
 
 AUDIT_FIELDS = {
-    "repeats": Field(200, partial(integer, lo=1, hi=MAX_REPEATS)),
-    "radii": Field([1, 2, 4, 8], partial(integers, lo=1)),
-    "modes": Field(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES)),
-    "n_test": Field(200, partial(integer, lo=1)),
-    "smoothness": Field(0, partial(integer, lo=0, hi=MAX_REPEATS)),
-    "smoothness_n": Field(None, partial(integers, lo=2, none=True, null_means="8, 30 and N when N <= 200")),
+    "repeats": Field(200, partial(integer, lo=1, hi=MAX_REPEATS),
+                     help="neighbouring datasets retrained per radius and mode"),
+    "radii": Field([1, 2, 4, 8], partial(integers, lo=1), help="the audited radii (each at most N)"),
+    "modes": Field(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES),
+                   help="how neighbours are drawn: random | adversarial substitutions"),
+    "n_test": Field(200, partial(integer, lo=1), help="test points of the output checks (at most)"),
+    "smoothness": Field(0, partial(integer, lo=0, hi=MAX_REPEATS),
+                        help="neighbours of the smoothness search per size (0: off)"),
+    "smoothness_n": Field(None, partial(integers, lo=2, none=True, null_means="8, 30 and N when N <= 200"),
+                          help="dataset sizes of the smoothness search"),
 }
 
 
@@ -81,17 +85,22 @@ class DPAuditSettings:
 
 
 DPAUDIT_FIELDS = {
-    "query": Field("prediction", partial(choice, allowed=DPAUDIT_QUERIES)),
-    "record": Field(0, partial(integer, lo=0)),
-    "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6)),
-    "test_point": Field(0, partial(integer, lo=0)),
-    "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
-    "search": Field(True, boolean),
-    "placements": Field(2, partial(integer, lo=0, hi=64)),
-    "magnitudes": Field([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16)),
-    "queries": Field(64, partial(integer, lo=1, hi=4096)),
-    "pairs": Field(1, partial(integer, lo=1, hi=64)),
-    "max_datasets": Field(200, partial(integer, lo=2, hi=100_000)),
+    "query": Field("prediction", partial(choice, allowed=DPAUDIT_QUERIES),
+                   help="the audited release: prediction (AGT-R) | parameter (AGS)"),
+    "record": Field(0, partial(integer, lo=0), help="index of the configured changed record"),
+    "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6),
+                   help="size of the configured record's change (standardised units)"),
+    "test_point": Field(0, partial(integer, lo=0), help="index of the configured test query (prediction)"),
+    "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
+                   help="the lower bound holds with confidence 1 - alpha"),
+    "search": Field(True, boolean, help="search neighbouring datasets for the worst pair"),
+    "placements": Field(2, partial(integer, lo=0, hi=64),
+                        help="placements of the changed record chosen from the batch plan"),
+    "magnitudes": Field([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16),
+                        help="magnitudes of the extreme records tried (standardised units)"),
+    "queries": Field(64, partial(integer, lo=1, hi=4096), help="test queries searched (prediction)"),
+    "pairs": Field(1, partial(integer, lo=1, hi=64), help="best pairs audited (Bonferroni over them)"),
+    "max_datasets": Field(200, partial(integer, lo=2, hi=100_000), help="most datasets the search may train"),
 }
 
 
@@ -116,12 +125,16 @@ class ShardSettings:
 
 SHARD_DEFAULT_STAIRCASE = {"kind": "range", "k_max": 1024, "include_n": True}
 SHARD_FIELDS = {
-    "shards": Field([1, 2, 4, 8], partial(integers, lo=1)),
-    "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS)),
-    "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set")),
-    "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr"))),
+    "shards": Field([1, 2, 4, 8], partial(integers, lo=1), help="numbers of shards T"),
+    "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS),
+                  help="the arms: pate_r | pate_agtr | agtr_wor | agtr | gs"),
+    "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set"),
+                       help="a seeded training subset of this size"),
+    "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr")),
+                            help="radii of the full-data AGT-R arm: shard (pate.staircase) | agtr (staircase)"),
     "staircase": Field(None, Subsection(STAIRCASE_FIELDS,
-                                        lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key))),
+                                        lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
+                       help="per-shard radii (the keys of staircase; default kind=range, k_max=1024, include_n=true)"),
 }
 
 
@@ -158,15 +171,23 @@ def ags_fields(steps: int = MAX_STEPS) -> dict[str, Field]:
     """The ``ags`` table, its step ranges bounded by ``train.steps`` (``steps``)."""
     acc = tuple(ACCOUNTANTS)
     return {
-        "releases_n": Field(1, partial(integer, lo=1, hi=steps)),
-        "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n")),
-        "composition": Field("optimal", partial(choice, allowed=acc)),
-        "share_ratio": Field(None, partial(real, lo=1, lo_open=True, none=True, null_means="every radius its own box")),
-        "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation")),
-        "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc)),
-        "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS)),
-        "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0)),
-        "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws")),
+        "releases_n": Field(1, partial(integer, lo=1, hi=steps),
+                            help="n evenly spaced releases (the last at the final step)"),
+        "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n"),
+                                help="explicit release steps S (1-based, increasing, ending at train.steps)"),
+        "composition": Field("optimal", partial(choice, allowed=acc),
+                             help="the accountant that splits the total budget over the releases"),
+        "share_ratio": Field(None, partial(real, lo=1, lo_open=True, none=True, null_means="every radius its own box"),
+                             help="radii grouped into shared boxes growing by this ratio"),
+        "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation"),
+                            help="sampling ablation: numbers of releases swept"),
+        "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc),
+                                       help="sampling ablation: accountants swept"),
+        "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS), help="sampling ablation: draws per point"),
+        "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0),
+                           help="private-learning baselines run beside AGS"),
+        "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws"),
+                                help="matched DP-SGD draws"),
     }
 
 
@@ -215,27 +236,31 @@ def _grid_values(value: Any, key: str) -> tuple:
 
 
 GRID_FIELDS = {
-    "lr": Field([0.1, 0.5, 2.0], _grid_values),
-    "clip": Field([0.1, 1.0], _grid_values),
-    "epochs": Field([5, 20], _grid_values),
-    "batch_size": Field([64, 256], partial(integers, lo=1)),
+    "lr": Field([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among"),
+    "clip": Field([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among"),
+    "epochs": Field([5, 20], _grid_values, help="epochs optimised DP-SGD chooses among"),
+    "batch_size": Field([64, 256], partial(integers, lo=1), help="batch sizes optimised DP-SGD chooses among"),
 }
 OPTIMISED_FIELDS = {
-    "accountants": Field(list(DPSGD_ACCOUNTANTS), partial(choices, allowed=DPSGD_ACCOUNTANTS)),
-    "grid": Field(None, subsection(GRID_FIELDS)),
+    "accountants": Field(list(DPSGD_ACCOUNTANTS), partial(choices, allowed=DPSGD_ACCOUNTANTS),
+                         help="DP-SGD accountants calibrating the noise"),
+    "grid": Field(None, subsection(GRID_FIELDS),
+                  help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)"),
 }
 PATE_BASELINE_FIELDS = {
-    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1)),
-    "queries": Field([50, 200, 1000], partial(integers, lo=1)),
-    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS)),
+    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1), help="numbers of PATE teachers"),
+    "queries": Field([50, 200, 1000], partial(integers, lo=1), help="numbers of labelled student queries"),
+    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS), help="training steps of the PATE student"),
 }
 
 
 def dpsgd_fields(*, with_arms: bool) -> dict[str, Field]:
     """The ``dpsgd`` table (``arms`` only where ``with_arms``: certdp dpsgd)."""
-    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS))}
+    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS),
+                                 help="optimised DP-SGD: accountants and hyperparameter grid")}
     if with_arms:
-        fields = {"arms": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS)), **fields}
+        fields = {"arms": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS),
+                                help="the DP-SGD arms run"), **fields}
     return fields
 
 
@@ -284,11 +309,12 @@ class FeasibilitySettings:
 
 CONF = partial(real, lo=0, hi=1, lo_open=True, hi_open=True)
 CONFIDENCE_FIELDS = {
-    "start": Field(0.001, CONF),
-    "stop": Field(0.999, CONF),
-    "step": Field(0.001, partial(real, lo=0, lo_open=True)),
+    "start": Field(0.001, CONF, help="first confidence 1 - alpha of the grid"),
+    "stop": Field(0.999, CONF, help="last confidence of the grid"),
+    "step": Field(0.001, partial(real, lo=0, lo_open=True), help="grid step"),
     "values": Field(None, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True, scalar_ok=False, none=True,
-                                  null_means="the start/stop/step grid")),
+                                  null_means="the start/stop/step grid"),
+                    help="explicit confidences instead of the grid"),
 }
 
 
@@ -329,12 +355,16 @@ def _check_confidences(conf: tuple[float, ...], key: str) -> tuple[float, ...]:
     return conf
 
 
+# certdp feasibility reads no data: the dataset section only names the run folder's part
+FEASIBILITY_DATASET_FIELDS = {"name": Field("none", partial(choice, allowed=("none",)),
+                                            help="none: certdp feasibility reads no data")}
 FEASIBILITY_FIELDS = {
-    "confidence": Field(None, subsection(CONFIDENCE_FIELDS)),
-    "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True)),
-    "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
-    "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True)),
-    "approx_window": Field([0.8, 1.0], _window),
+    "confidence": Field(None, subsection(CONFIDENCE_FIELDS), help="the confidence grid 1 - alpha"),
+    "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True), help="the factors c of the critical ratios"),
+    "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True), help="the deltas of Theorem 3.3"),
+    "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True), help="Theorem 3.2's Cauchy factor"),
+    "approx_window": Field([0.8, 1.0], _window,
+                           help="the confidence window [lo, hi] whose approximate-DP peak is reported"),
 }
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from functools import partial
 from typing import Any, Mapping
 
 from certdp.data import dataset_settings
+from certdp.data.params import Field, text
 from certdp.errors import ConfigError
 from certdp.settings.base import RunOptions, top_level
 from certdp.settings.commands import (DPAUDIT_RELEASES, AGSSettings, AuditSettings, DPAuditSettings, dpaudit_settings, BaselineSettings, ShardSettings, ags_settings,
@@ -23,6 +25,8 @@ SECTIONS = {"agtr": MODEL_SECTIONS + ("queries",), "certify": MODEL_SECTIONS, "a
             "pate": MODEL_SECTIONS + ("pate",), "ags": MODEL_SECTIONS + ("ags", "dpsgd", "pate"),
             "dpsgd": MODEL_SECTIONS + ("dpsgd", "pate"), "dpaudit": MODEL_SECTIONS + ("dpaudit",)}
 PARAMETER_COMMANDS = ("ags", "dpsgd")
+QUERIES = Field(None, partial(text, none=True, null_means="the dataset's test queries only"),
+                help="a table (.csv/.tsv/.parquet) of query points in the dataset's raw columns, answered privately (answers.csv)")
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,7 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
     extra: dict[str, Any] = {}
     privacy_cfg = sec["privacy"]
     if command == "agtr":
-        from certdp.data.params import text
-        extra["queries"] = text(sec["queries"], "queries", none=True, null_means="the dataset's test queries only")
+        extra["queries"] = QUERIES.parse(sec["queries"], "queries")
     if command == "dpaudit":
         extra["dpaudit"] = dpaudit_settings(sec["dpaudit"])
         query = extra["dpaudit"].query

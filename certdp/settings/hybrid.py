@@ -116,78 +116,91 @@ POS = partial(real, lo=0, lo_open=True)
 DELTA = partial(real, lo=0, lo_open=True, hi=1, hi_open=True)
 
 LORA_FIELDS = {
-    "rank": Field(16, partial(integer, lo=1, hi=4096)),
-    "alpha": Field(16.0, POS),
-    "dropout": Field(0.0, partial(real, lo=0, hi=0.99)),
+    "rank": Field(16, partial(integer, lo=1, hi=4096), help="LoRA rank"),
+    "alpha": Field(16.0, POS, help="LoRA scaling alpha"),
+    "dropout": Field(0.0, partial(real, lo=0, hi=0.99), help="LoRA dropout"),
     "targets": Field([], lambda v, key: () if v in (None, []) else names(v, key, what="a list of module names "
-                                                                                      "([] = the q and v projections)")),
+                                                                                      "([] = the q and v projections)"),
+                     help="module names LoRA adapts (empty: the encoder's attention projections)"),
 }
 DPLORA_FIELDS = {
-    "batch_size": Field(1024, partial(integer, lo=1)),
-    "epochs": Field(3.0, POS),
-    "clip": Field(1.0, POS),
-    "lr": Field(1e-3, POS),
-    "accountant": Field("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS)),
-    "delta": Field(5e-6, DELTA),
-    "physical_tokens": Field(4096, partial(integer, lo=8)),
-    "checkpoint_every": Field(1, partial(integer, lo=1)),
+    "batch_size": Field(1024, partial(integer, lo=1), help="DP-LoRA logical batch size"),
+    "epochs": Field(3.0, POS, help="DP-LoRA epochs"),
+    "clip": Field(1.0, POS, help="DP-LoRA per-sample clipping norm"),
+    "lr": Field(1e-3, POS, help="DP-LoRA learning rate"),
+    "accountant": Field("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS), help="DP-LoRA accountant"),
+    "delta": Field(5e-6, DELTA, help="delta_1 spent by DP-LoRA"),
+    "physical_tokens": Field(4096, partial(integer, lo=8), help="tokens per physical batch (memory)"),
+    "checkpoint_every": Field(1, partial(integer, lo=1), help="epochs between DP-LoRA checkpoints"),
 }
 
 
 def head_fields() -> dict[str, Field]:
     from certdp.bounds import CERTIFICATES
     return {
-        "pca_dim": Field(8, partial(integer, lo=1)),
-        "steps": Field(150, partial(integer, lo=1, hi=MAX_STEPS)),
-        "lr": Field(2.0, POS),
-        "clip": Field(0.05, POS),
-        "contraction": Field(0.3, partial(real, lo=0, lo_open=True, hi=1)),
-        "certificate": Field("crown", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
-        "k_max": Field(512, partial(integer, lo=1)),
-        "include_n": Field(True, boolean),
-        "releases": Field(["laplace_p"], partial(choices, allowed=names_of("parameter"))),
-        "allocations": Field(["l1"], partial(choices, allowed=ALLOCATIONS)),
-        "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS)),
-        "delta": Field(5e-6, DELTA),
-        "beta": Field("auto", _beta),
+        "pca_dim": Field(8, partial(integer, lo=1), help="public PCA dimension of the head's features"),
+        "steps": Field(150, partial(integer, lo=1, hi=MAX_STEPS), help="AGS head training steps"),
+        "lr": Field(2.0, POS, help="AGS head learning rate"),
+        "clip": Field(0.05, POS, help="AGS head clipping bound gamma"),
+        "contraction": Field(0.3, partial(real, lo=0, lo_open=True, hi=1), help="AGS head contraction lambda"),
+        "certificate": Field("crown", partial(choice, allowed=tuple(sorted(CERTIFICATES))),
+                             help="the head's certificate engine"),
+        "k_max": Field(512, partial(integer, lo=1), help="the head's largest radius"),
+        "include_n": Field(True, boolean, help="add k = N to the head's radii"),
+        "releases": Field(["laplace_p"], partial(choices, allowed=names_of("parameter")),
+                          help="the head's parameter releases"),
+        "allocations": Field(["l1"], partial(choices, allowed=ALLOCATIONS),
+                             help="how the head's budget is spread over parameters: l1 | anisotropic"),
+        "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS), help="noise draws per head release"),
+        "delta": Field(5e-6, DELTA, help="delta_2 spent by the head"),
+        "beta": Field("auto", _beta, help="the head's smoothness beta (auto: each mechanism's rule)"),
     }
 
 
 DPSGD_HEAD_FIELDS = {
-    "batch_size": Field(256, partial(integer, lo=1)),
-    "epochs": Field(10.0, POS),
-    "clip": Field(1.0, POS),
-    "lrs": Field([0.5, 2.0], partial(reals, lo=0, lo_open=True)),
-    "n_runs": Field(5, partial(integer, lo=1, hi=10 ** 4)),
+    "batch_size": Field(256, partial(integer, lo=1), help="DP-SGD head batch size"),
+    "epochs": Field(10.0, POS, help="DP-SGD head epochs"),
+    "clip": Field(1.0, POS, help="DP-SGD head clipping norm"),
+    "lrs": Field([0.5, 2.0], partial(reals, lo=0, lo_open=True), help="DP-SGD head learning rates chosen among"),
+    "n_runs": Field(5, partial(integer, lo=1, hi=10 ** 4), help="DP-SGD head runs per point"),
 }
 SPLIT_FIELDS = {
-    "fractions": Field([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
-    "reuse_end_to_end": Field(True, boolean),
+    "fractions": Field([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True),
+                       help="fractions of epsilon spent by DP-LoRA (the rest by the head)"),
+    "reuse_end_to_end": Field(True, boolean, help="reuse the DP-LoRA encoder across epsilons (counted end to end)"),
 }
 SIZE_FIELDS = {
-    "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep")),
-    "n_private": Field([], partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep")),
+    "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep"),
+                     help="epsilon of the private-size sweep"),
+    "n_private": Field([], partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep"),
+                       help="private set sizes swept"),
 }
 HYBRID_FIELDS = {
-    "arms": Field(list(ARMS), partial(choices, allowed=ARMS)),
-    "threshold": Field("public", partial(choice, allowed=THRESHOLDS)),
-    "work_dir": Field(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid")),
-    "size_sweep": Field(None, subsection(SIZE_FIELDS)),
+    "arms": Field(list(ARMS), partial(choices, allowed=ARMS),
+                  help="the arms: dplora | hybrid | frozen_ags | frozen_dpsgd"),
+    "threshold": Field("public", partial(choice, allowed=THRESHOLDS),
+                       help="the head's decision threshold: public (chosen on public data) | zero"),
+    "work_dir": Field(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid"),
+                      help="folder of the encoder checkpoints and embeddings"),
+    "size_sweep": Field(None, subsection(SIZE_FIELDS), help="the private-size sweep"),
 }
 # The hybrid's own dataset keys (the rest is the sst2 dataset's table)
 HYBRID_PRIVACY_FIELDS = {
-    "epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True)),
-    "delta": Field(1e-5, DELTA),
-    "smoothness": Field("proven", partial(choice, allowed=POLICIES)),
+    "epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True), help="total privacy budgets epsilon"),
+    "delta": Field(1e-5, DELTA, help="total delta (delta_1 + delta_2 at most this)"),
+    "smoothness": Field("proven", partial(choice, allowed=POLICIES), help="proven | unproven (see privacy.smoothness)"),
 }
 # read by certdp hybrid beside the sst2 dataset's own table
-N_TEST_EVAL = Field(None, partial(integer, lo=1, none=True, null_means="the whole test set"))
+N_TEST_EVAL = Field(None, partial(integer, lo=1, none=True, null_means="the whole test set"),
+                    help="test sentences evaluated")
 HYBRID_DATASET_FIELDS = {
-    "encoder": Field("mpnet", partial(choice, allowed=ENCODERS)),
-    "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000)),
-    "n_test": Field(5000, partial(integer, lo=1)),
-    "n_private": Field(None, partial(integer, lo=2, none=True, null_means="the whole private pool")),
-    "n_public": Field(None, partial(integer, lo=2, none=True, null_means="every GLUE dev sentence")),
+    "encoder": Field("mpnet", partial(choice, allowed=ENCODERS), help="sentence encoder: mpnet | minilm"),
+    "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000), help="tokens seen by the encoder"),
+    "n_test": Field(5000, partial(integer, lo=1), help="test sentences"),
+    "n_private": Field(None, partial(integer, lo=2, none=True, null_means="the whole private pool"),
+                       help="private training sentences"),
+    "n_public": Field(None, partial(integer, lo=2, none=True, null_means="every GLUE dev sentence"),
+                      help="public sentences"),
 }
 TOP = ("dataset", "privacy", "split", "lora", "dpsgd", "head", "dpsgd_head", "hybrid")
 

@@ -72,17 +72,24 @@ class PrivacySettings:
 def privacy_fields(query: str) -> dict[str, Field]:
     allowed = mechanisms.names(query)
     fields = {
-        "epsilons": Field(None, partial(reals, lo=0, lo_open=True)),
-        "delta": Field(1e-5, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
+        "epsilons": Field(None, partial(reals, lo=0, lo_open=True),
+                          help="the privacy budgets epsilon, one release each"),
+        "delta": Field(1e-5, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
+                       help="delta of approximate-DP releases"),
         "releases": Field(list(allowed) if query == "prediction" else ["cauchy_p", "laplace_p"],
-                          partial(choices, allowed=allowed)),
-        "beta": Field("auto", _beta),
-        "n_draws": Field(200 if query == "prediction" else 101, partial(integer, lo=1, hi=MAX_DRAWS)),
-        "smoothness": Field("proven", partial(choice, allowed=POLICIES)),
-        "reproducible_release": Field(False, boolean),
+                          partial(choices, allowed=allowed), help="the release mechanisms (certdp list: releases)"),
+        "beta": Field("auto", _beta,
+                      help="smoothness beta: auto (each mechanism's rule) or a number checked against its limit"),
+        "n_draws": Field(200 if query == "prediction" else 101, partial(integer, lo=1, hi=MAX_DRAWS),
+                         help="noise draws per released value (test point or parameter vector)"),
+        "smoothness": Field("proven", partial(choice, allowed=POLICIES),
+                            help="proven: refuse an engine the smoothness proof does not cover | unproven: run it, labelled"),
+        "reproducible_release": Field(False, boolean,
+                                      help="seed the published releases from the run seed (else fresh OS noise)"),
     }
     if query == "prediction":
-        fields["global_sensitivity"] = Field("range", partial(choice, allowed=GLOBAL_SENSITIVITIES))
+        fields["global_sensitivity"] = Field("range", partial(choice, allowed=GLOBAL_SENSITIVITIES),
+                                             help="the global-sensitivity baseline: range | trajectory (linear) | min | none")
     return fields
 
 

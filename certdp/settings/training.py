@@ -29,9 +29,12 @@ class ModelSettings:
 
 def model_fields(prefix_auto: bool) -> dict[str, Field]:
     arch = ("auto",) + ARCHS if prefix_auto else ARCHS
-    return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto)),
-            "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True)),
-            "loss": Field(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"))}
+    return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto),
+                          help="the model: linear | mlp | logistic (auto: the dataset's dataset.model)"),
+            "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True),
+                            help="ReLU hidden widths of an mlp"),
+            "loss": Field(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"),
+                          help="the training loss (null: the task's own, mse for regression)")}
 
 
 def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
@@ -58,12 +61,16 @@ def _batch_size(value: Any, key: str) -> int | None:
 
 
 TRAIN_FIELDS = {
-    "steps": Field(None, partial(integer, lo=1, hi=MAX_STEPS)),
-    "lr": Field(None, partial(real, lo=0, lo_open=True)),
-    "clip": Field(None, partial(real, lo=0, lo_open=True)),
-    "batch_size": Field(None, _batch_size),
-    "contraction": Field(1.0, partial(real, lo=0, lo_open=True, hi=1)),
-    "seed": Field(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed")),
+    "steps": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
+                   help="training steps T of the nominal algorithm (clipped gradient descent)"),
+    "lr": Field(None, partial(real, lo=0, lo_open=True), help="learning rate eta"),
+    "clip": Field(None, partial(real, lo=0, lo_open=True),
+                  help="gradient clipping bound gamma (element-wise, per sample)"),
+    "batch_size": Field(None, _batch_size, help="records per batch (null or full: full batch)"),
+    "contraction": Field(1.0, partial(real, lo=0, lo_open=True, hi=1),
+                         help="lambda: the parameters are scaled by lambda each step (1: plain clipped GD)"),
+    "seed": Field(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed"),
+                  help="seed of the initialisation and the batch plan (null: the run seed)"),
 }
 
 
@@ -128,14 +135,17 @@ class StaircaseSettings:
 
 
 STAIRCASE_FIELDS = {
-    "kind": Field("range", partial(choice, allowed=STAIRCASE_KINDS)),
-    "k_min": Field(1, partial(integer, lo=1)),
-    "k_max": Field(28, partial(integer, lo=1)),
-    "step": Field(1, partial(integer, lo=1)),
-    "ratio": Field(2.0, partial(real, lo=1, lo_open=True)),
-    "values": Field((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii")),
-    "include_n": Field(False, boolean),
-    "dense_until": Field(1, partial(integer, lo=1, none=True, null_means="1")),
+    "kind": Field("range", partial(choice, allowed=STAIRCASE_KINDS),
+                  help="how the radii K are chosen: range (k_min..k_max by step) | geometric | list (values)"),
+    "k_min": Field(1, partial(integer, lo=1), help="smallest radius (range, geometric)"),
+    "k_max": Field(28, partial(integer, lo=1), help="largest radius (capped at N)"),
+    "step": Field(1, partial(integer, lo=1), help="radius step of kind=range"),
+    "ratio": Field(2.0, partial(real, lo=1, lo_open=True), help="growth factor of kind=geometric after dense_until"),
+    "values": Field((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii"),
+                    help="the radii of kind=list"),
+    "include_n": Field(False, boolean, help="add k = N (covers every radius without a global sensitivity)"),
+    "dense_until": Field(1, partial(integer, lo=1, none=True, null_means="1"),
+                         help="kind=geometric: every radius up to this one"),
 }
 
 
@@ -161,21 +171,39 @@ def _workers(value: Any, key: str) -> int:
 # and help.  The default is each engine's own (its constructor's; ``docs/settings.md`` lists them
 # per engine), so it is not repeated here; an absent option is not passed.  Options whose values
 # only the engine can judge (its modes) are typed by its constructor, which refuses in one line.
+def _engine_name(value: Any, key: str) -> str:
+    from certdp.bounds import CERTIFICATES
+    return choice(value, key, allowed=tuple(sorted(CERTIFICATES)))
+
+
+_engine_name.describe = lambda: "a registered engine (certdp list: certificates)"
+CERTIFICATE_NAME = Field("ibp", _engine_name,
+                         help="the bound-propagation engine (certificate=NAME picks its config; auto: default_certificate)")
 ENGINE_OPTIONS = {
-    "substitutions": Field(None, anything),
-    "aggregation": Field(None, text),
-    "frequency": Field(None, partial(integer, lo=1, hi=MAX_STEPS)),
-    "time_limit": Field(None, partial(real, lo=0, lo_open=True)),
-    "run_time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="no run budget")),
-    "solver": Field(None, text),
-    "workers": Field(None, _workers),
-    "mip_gap": Field(None, partial(real, lo=0)),
-    "nodes": Field(None, anything),
-    "on_time_limit": Field(None, anything),
-    "solve": Field(None, anything),
-    "horizon": Field(None, anything),
-    "branch": Field(None, anything),
-    "alpha_iters": Field(None, anything),
+    "substitutions": Field(None, anything,
+                           help="per_epoch: k substitutions budgeted per epoch of the batch plan | per_batch: k in every batch"),
+    "aggregation": Field(None, text,
+                         help="how the k substituted records leave the batch sum: topk (exact) | tau (threshold grid)"),
+    "frequency": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
+                       help="F: training steps per MILP window (1: exact per step)"),
+    "time_limit": Field(None, partial(real, lo=0, lo_open=True),
+                        help="seconds per MILP objective (the search stops with the safe bound it has)"),
+    "run_time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
+                            help="seconds for all windows of one AGT pass (null: no run budget)"),
+    "solver": Field(None, text, help="the LP solver proposing duals: highs | cbc"),
+    "workers": Field(None, _workers, help="processes solving the radii of a window (1 or 2)"),
+    "mip_gap": Field(None, partial(real, lo=0),
+                     help="relative gap at which the branch and bound stops (its bound is safe either way)"),
+    "nodes": Field(None, anything,
+                   help="branch-and-bound expansions per objective (0: the LP relaxation's safe bound)"),
+    "on_time_limit": Field(None, anything,
+                           help="what a solve that ends early gives: bound (a safe bound; the only value)"),
+    "solve": Field(None, anything,
+                   help="milp: branch and bound with safe LP bounds | lp: the LP relaxation's safe bound only"),
+    "horizon": Field(None, anything, help="steps per crowntt window (null: the whole run or the AGS release window)"),
+    "branch": Field(None, anything, help="radii split per substituted record (auto: radius 1 when cheap; 0: none)"),
+    "alpha_iters": Field(None, anything,
+                         help="hinge head: Adam steps on the relaxation lines of the final bounds (0: area rule only)"),
 }
 
 
@@ -208,7 +236,7 @@ def certificate_settings(cfg: Any, *, key: str = "certificate") -> CertificateSe
     a bad value in one line, before any data is read) and dropped."""
     from certdp.bounds import CERTIFICATES
     d = section(cfg, key)
-    name = choice(d.pop("name", "ibp"), f"{key}.name", allowed=tuple(sorted(CERTIFICATES)))
+    name = CERTIFICATE_NAME.parse(d.pop("name", CERTIFICATE_NAME.default), f"{key}.name")
     own = CERTIFICATES[name].options
     options, ignored = {}, []
     for opt, value in d.items():
