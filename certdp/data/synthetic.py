@@ -64,7 +64,7 @@ BLOBS_FIELDS = {
     "n_features": Field(8, partial(integer, lo=1, hi=10_000), help="input dimension"),
     "n_train": Field(200, partial(integer, lo=2, hi=_MAX_ROWS), help="private training rows"),
     "n_test": Field(4000, partial(integer, lo=1, hi=_MAX_ROWS), help="test rows"),
-    "n_public": Field(0, partial(integer, lo=0, hi=_MAX_ROWS),
+    "n_public": Field(400, partial(integer, lo=0, hi=_MAX_ROWS),
                       help="public rows (a pool/selection set for PATE and tuned DP-SGD)"),
     "separation": Field(2.563, partial(real, lo=0), help="distance between the two cluster centres"),
     "cluster_std": Field(1.0, partial(real, lo=0, lo_open=True), help="cluster standard deviation"),

@@ -123,7 +123,7 @@ class ShardSettings:
     full_staircase: str = "shard"     # shard (pate.staircase) | agtr (the staircase group)
 
 
-SHARD_DEFAULT_STAIRCASE = {"kind": "range", "k_max": 1024, "include_n": True}
+SHARD_DEFAULT_STAIRCASE = {"kind": "geometric", "k_min": 1, "k_max": 1024, "ratio": 2.0, "include_n": True}
 SHARD_FIELDS = {
     "shards": Field([1, 2, 4, 8], partial(integers, lo=1), help="numbers of shards T"),
     "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS),
@@ -134,7 +134,7 @@ SHARD_FIELDS = {
                             help="radii of the full-data AGT-R arm: shard (pate.staircase) | agtr (staircase)"),
     "staircase": Field(None, Subsection(STAIRCASE_FIELDS,
                                         lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
-                       help="per-shard radii (the keys of staircase; default kind=range, k_max=1024, include_n=true)"),
+                       help="per-shard radii (the keys of staircase; default geometric 1, 2, 4, ..., 1024 and N)"),
 }
 
 
@@ -242,7 +242,7 @@ GRID_FIELDS = {
     "batch_size": Field([64, 256], partial(integers, lo=1), help="batch sizes optimised DP-SGD chooses among"),
 }
 OPTIMISED_FIELDS = {
-    "accountants": Field(list(DPSGD_ACCOUNTANTS), partial(choices, allowed=DPSGD_ACCOUNTANTS),
+    "accountants": Field(["pld", "rdp"], partial(choices, allowed=DPSGD_ACCOUNTANTS),
                          help="DP-SGD accountants calibrating the noise"),
     "grid": Field(None, subsection(GRID_FIELDS),
                   help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)"),
@@ -259,7 +259,7 @@ def dpsgd_fields(*, with_arms: bool) -> dict[str, Field]:
     fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS),
                                  help="optimised DP-SGD: accountants and hyperparameter grid")}
     if with_arms:
-        fields = {"arms": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS),
+        fields = {"arms": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS),
                                 help="the DP-SGD arms run"), **fields}
     return fields
 

@@ -147,9 +147,9 @@ def head_fields() -> dict[str, Field]:
                              help="the head's certificate engine"),
         "k_max": Field(512, partial(integer, lo=1), help="the head's largest radius"),
         "include_n": Field(True, boolean, help="add k = N to the head's radii"),
-        "releases": Field(["laplace_p"], partial(choices, allowed=names_of("parameter")),
+        "releases": Field(["laplace_p", "cauchy_p"], partial(choices, allowed=names_of("parameter")),
                           help="the head's parameter releases"),
-        "allocations": Field(["l1"], partial(choices, allowed=ALLOCATIONS),
+        "allocations": Field(["l1", "anisotropic"], partial(choices, allowed=ALLOCATIONS),
                              help="how the head's budget is spread over parameters: l1 | anisotropic"),
         "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS), help="noise draws per head release"),
         "delta": Field(5e-6, DELTA, help="delta_2 spent by the head"),
@@ -172,7 +172,8 @@ SPLIT_FIELDS = {
 SIZE_FIELDS = {
     "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep"),
                      help="epsilon of the private-size sweep"),
-    "n_private": Field([], partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep"),
+    "n_private": Field([1000, 2500, 5000, 10000, 20000],
+                       partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep"),
                        help="private set sizes swept"),
 }
 HYBRID_FIELDS = {
