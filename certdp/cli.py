@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
@@ -124,6 +125,15 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         sys.argv = old
 
 
+def _settings_help(command: str) -> str:
+    """The sections ``command`` reads, from the declarations' table of sections."""
+    from certdp.settings.experiment import SECTIONS
+    from certdp.settings.hybrid import TOP
+    sections = {"feasibility": ("dataset", "feasibility"), "hybrid": TOP}.get(command) or SECTIONS[command]
+    return (f"Settings: the top-level run options and the sections {', '.join(sections)}; `certdp list settings "
+            f"{command}` lists every key with its default, allowed values and help (docs/settings.md).")
+
+
 def _make_command(name: str):
     target, desc, (ex1, ex2) = COMMANDS[name]
 
@@ -131,7 +141,7 @@ def _make_command(name: str):
         dispatch(name, list(ctx.args))
 
     _cmd.__name__ = name
-    _cmd.__doc__ = f"{desc}\n\n{GROUPS_HELP}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
+    _cmd.__doc__ = f"{desc}\n\n{GROUPS_HELP}\n\n{_settings_help(name)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
     app.command(name=name, context_settings=CTX)(_cmd)
 
 
@@ -288,10 +298,34 @@ def predict_cmd(ctx: typer.Context,
                    + (f" -> {out}" if out is not None else ""), err=True)
 
 
+def list_settings(command: str | None) -> None:
+    """Every declared setting (of ``command``, or of every command): key, default, type /
+    allowed, help -- from the declarations, as docs/settings.md (tools/settings_doc.py)."""
+    from certdp.settings.schema import declarations
+    if command is not None and command not in COMMANDS:
+        fail(f"{command}: no such command; allowed: {', '.join(COMMANDS)}")
+    for d in declarations():
+        if command is not None and command not in d.commands:
+            continue
+        where = f" [{d.where}]" if d.where else ""
+        say(f"  {d.key}{where} = {d.default_text}: {d.allowed}\n      {d.field.help}")
+
+
 @app.command("list")
-def list_cmd():
+def list_cmd(what: Annotated[Optional[str], typer.Argument(
+                 metavar="settings", help="every setting (of COMMAND) with its default, allowed values and help.")]
+             = None,
+             command: Annotated[Optional[str], typer.Argument(metavar="COMMAND", show_default=False)] = None):
     """List datasets (with where each is loaded from and whether it is present), models,
-    certificates, releases (mechanisms), accountants and commands."""
+    certificates, releases (mechanisms), accountants and commands; `certdp list settings
+    [COMMAND]` lists every setting (of COMMAND) from its declaration (docs/settings.md)."""
+    if what is not None:
+        if what != "settings":
+            fail(f"{what}: nothing to list; allowed: settings [COMMAND], or nothing")
+        list_settings(command)
+        return
+    if command is not None:
+        fail(f"{command}: unexpected argument; allowed: certdp list settings [COMMAND]")
     from certdp.bounds import CERTIFICATES
     from certdp.data import entries
     from certdp.data.sources import locate
@@ -321,7 +355,9 @@ def list_cmd():
         say(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
                    f"  {'':<12} from: {where}")
     say("models: " + ", ".join(_group_options("model") or []))
-    say("certificates: " + ", ".join(sorted(CERTIFICATES)))
+    say("certificates (certificate=NAME; its certificate.<option>s):")
+    for name, cls in sorted(CERTIFICATES.items()):
+        say(f"  {name:<16} {', '.join(cls.options) or 'no options'}")
     for query, used_by in (("prediction", "agtr, certify, audit, pate"), ("parameter", "ags, hybrid head")):
         say(f"releases of a {query} (privacy.releases of {used_by}):")
         for name in mechanisms.names(query):

@@ -393,8 +393,11 @@ def describe(parse: Callable[[Any, str], Any]) -> str:
         return "text"
     if parse is anything:
         return "see its section"
-    doc = " ".join((getattr(parse, "__doc__", None) or "").split())
-    return doc.split(". ")[0].rstrip(".") if doc else getattr(parse, "__name__", "value")
+    doc = " ".join((getattr(parse, "__doc__", None) or "").replace("``", "").split())
+    first = doc.split(". ")[0].split("; ")[0].rstrip(".")
+    if len(first) > 100:                    # the docstring's opening clause is the summary
+        first = first[:100].rsplit(" ", 1)[0] + " ..."
+    return first or getattr(parse, "__name__", "value")
 
 
 def parse_settings(cfg: Mapping[str, Any] | None, fields: Mapping[str, Field], *, prefix: str,

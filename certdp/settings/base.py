@@ -125,6 +125,11 @@ def run_name(value: Any, key: str) -> str:
     return name
 
 
+# the type / allowed column of the settings reference for the parsers above (params.describe)
+device_setting.describe = lambda: DEVICE_REQUESTS.replace(", ", " | ")
+run_name.describe = lambda: "a relative folder name (plain names joined by /)"
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """The top-level keys of every command (``configs/base.yaml``): what was run, its seed, and
@@ -178,6 +183,9 @@ def _config_format(value: Any, key: str) -> int:
         raise ConfigError(key, f"got {v} (a config.yaml of another layout); allowed: {CONFIG_FORMAT}, the layout of "
                                "this certdp (leave config_format out)")
     return v
+
+
+_config_format.describe = lambda: f"{CONFIG_FORMAT} (this certdp's layout)"
 
 
 def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[str, ...]) -> tuple[RunOptions, dict]:

@@ -227,7 +227,7 @@ class BaselineSettings:
 
 
 def _grid_values(value: Any, key: str) -> tuple:
-    """Positive finite numbers, each kept as written: an integer stays an integer (5, not 5.0),
+    """A list of reals > 0, each kept as written: an integer stays an integer (5, not 5.0),
     because a grid point's values seed its DP-SGD generator through their ``repr``
     (:func:`certdp.seeding.generator_for`) and name it in the results (``epochs=5``)."""
     parsed = reals(value, key, lo=0, lo_open=True)
@@ -235,6 +235,7 @@ def _grid_values(value: Any, key: str) -> tuple:
     return tuple(int(p) if isinstance(v, int) and not isinstance(v, bool) else p for v, p in zip(given, parsed))
 
 
+_grid_values.describe = lambda: "list of reals > 0 (each kept as written: 5 stays an integer)"
 GRID_FIELDS = {
     "lr": Field([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among"),
     "clip": Field([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among"),

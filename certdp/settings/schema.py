@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from certdp.data.params import Field, describe
+from certdp.errors import ConfigError
 
 FEASIBILITY = "feasibility"
 HYBRID = "hybrid"
@@ -35,6 +36,36 @@ class Declaration:
     def allowed(self) -> str:
         """The type and allowed values, in words (from the parser)."""
         return describe(self.field.parse)
+
+    @property
+    def default_text(self) -> str:
+        """The default as a config would write it: ``required`` where the configs must supply
+        the value, ``(section)`` for a nested section, each engine's own for an engine option."""
+        f = self.field
+        if getattr(f.parse, "fields", None) is not None and f.default is None:
+            return "(section)"
+        if self.where.startswith("certificate="):
+            return "; ".join(f"{e}: {show(engine_default(e, self.key.split('.', 1)[1]))}"
+                             for e in self.where[len("certificate="):].split("|"))
+        if f.default is None:
+            try:
+                f.parse(None, self.key)
+            except ConfigError:
+                return "required"
+        return show(f.default)
+
+
+def show(v: Any) -> str:
+    """A value as YAML writes it (null, true, [a, b], {k: v})."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(show(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {show(x)}" for k, x in v.items()) + "}"
+    return repr(v) if isinstance(v, float) else str(v)
 
 
 def _commands_reading(section: str) -> tuple[str, ...]:

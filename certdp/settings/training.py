@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, anything, boolean, choice, integer, integers, parse_settings, real, section, text
+from certdp.data.params import Field, boolean, choice, integer, integers, parse_settings, real, section, text
 from certdp.errors import ConfigError
 from certdp.training import TrainSettings
 from certdp.settings.base import SEED, strict
@@ -179,8 +179,13 @@ def _engine_name(value: Any, key: str) -> str:
 _engine_name.describe = lambda: "a registered engine (certdp list: certificates)"
 CERTIFICATE_NAME = Field("ibp", _engine_name,
                          help="the bound-propagation engine (certificate=NAME picks its config; auto: default_certificate)")
+def _by_engine(value: Any, key: str) -> Any:
+    """A mode the engine's constructor checks (it refuses an unknown one, naming the allowed)."""
+    return value
+
+
 ENGINE_OPTIONS = {
-    "substitutions": Field(None, anything,
+    "substitutions": Field(None, _by_engine,
                            help="per_epoch: k substitutions budgeted per epoch of the batch plan | per_batch: k in every batch"),
     "aggregation": Field(None, text,
                          help="how the k substituted records leave the batch sum: topk (exact) | tau (threshold grid)"),
@@ -194,15 +199,15 @@ ENGINE_OPTIONS = {
     "workers": Field(None, _workers, help="processes solving the radii of a window (1 or 2)"),
     "mip_gap": Field(None, partial(real, lo=0),
                      help="relative gap at which the branch and bound stops (its bound is safe either way)"),
-    "nodes": Field(None, anything,
+    "nodes": Field(None, _by_engine,
                    help="branch-and-bound expansions per objective (0: the LP relaxation's safe bound)"),
-    "on_time_limit": Field(None, anything,
+    "on_time_limit": Field(None, _by_engine,
                            help="what a solve that ends early gives: bound (a safe bound; the only value)"),
-    "solve": Field(None, anything,
+    "solve": Field(None, _by_engine,
                    help="milp: branch and bound with safe LP bounds | lp: the LP relaxation's safe bound only"),
-    "horizon": Field(None, anything, help="steps per crowntt window (null: the whole run or the AGS release window)"),
-    "branch": Field(None, anything, help="radii split per substituted record (auto: radius 1 when cheap; 0: none)"),
-    "alpha_iters": Field(None, anything,
+    "horizon": Field(None, _by_engine, help="steps per crowntt window (null: the whole run or the AGS release window)"),
+    "branch": Field(None, _by_engine, help="radii split per substituted record (auto: radius 1 when cheap; 0: none)"),
+    "alpha_iters": Field(None, _by_engine,
                          help="hinge head: Adam steps on the relaxation lines of the final bounds (0: area rule only)"),
 }
 
