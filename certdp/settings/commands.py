@@ -29,12 +29,12 @@ class AuditSettings:
     """``audit``: R neighbouring datasets per radius and mode, the audited radii (each <= N), the
     test points of the output checks (at most ``n_test``), and the smoothness search (R_s
     neighbours at each size of ``smoothness_n``; 0 = off)."""
-    repeats: int = 200
-    radii: tuple[int, ...] = (1, 2, 4, 8)
-    modes: tuple[str, ...] = AUDIT_MODES
-    n_test: int = 200
-    smoothness: int = 0
-    smoothness_n: tuple[int, ...] | None = None
+    repeats: int
+    radii: tuple[int, ...]
+    modes: tuple[str, ...]
+    n_test: int
+    smoothness: int
+    smoothness_n: tuple[int, ...] | None
 
 
 AUDIT_FIELDS = {
@@ -71,17 +71,17 @@ class DPAuditSettings:
     whether to search, how many placements chosen from the batch plan, the magnitudes of the
     extreme records (standardised units), how many test queries are searched (prediction), how
     many of the best pairs are audited (Bonferroni over them) and the most datasets it may train."""
-    query: str = "prediction"
-    record: int = 0
-    shift: float = 10.0
-    test_point: int = 0
-    alpha: float = 0.05
-    search: bool = True
-    placements: int = 2
-    magnitudes: tuple[float, ...] = (1e2, 1e6)
-    queries: int = 64
-    pairs: int = 1
-    max_datasets: int = 200
+    query: str
+    record: int
+    shift: float
+    test_point: int
+    alpha: float
+    search: bool
+    placements: int
+    magnitudes: tuple[float, ...]
+    queries: int
+    pairs: int
+    max_datasets: int
 
 
 DPAUDIT_FIELDS = {
@@ -120,7 +120,7 @@ class ShardSettings:
     arms: tuple[str, ...]
     staircase: StaircaseSettings
     max_train: int | None
-    full_staircase: str = "shard"     # shard (pate.staircase) | agtr (the staircase group)
+    full_staircase: str  # shard (pate.staircase) | agtr (the staircase group)
 
 
 SHARD_DEFAULT_STAIRCASE = {"kind": "geometric", "k_min": 1, "k_max": 1024, "ratio": 2.0, "include_n": True}
@@ -156,15 +156,15 @@ DEFAULT_BASELINES = ("dpsgd_matched", "dpsgd_optimised", "pate")
 @dataclass(frozen=True)
 class AGSSettings:
     """``ags``: release schedule, accountant, shared-box grouping, sampling ablation, baselines."""
-    releases_n: int = 1                        # n evenly spaced releases (last at the final step)
-    sampling_steps: tuple[int, ...] = ()       # explicit S (1-based steps); overrides releases_n
-    composition: str = "optimal"               # accountant that splits the total budget
-    share_ratio: float | None = None           # SharedBoxes grid ratio (None: every radius its own box)
-    ablation_n: tuple[int, ...] = ()           # sampling ablation: numbers of releases to sweep
-    ablation_compositions: tuple[str, ...] = ("basic", "optimal")
-    ablation_draws: int = 3
-    baselines: tuple[str, ...] = DEFAULT_BASELINES
-    baseline_draws: int | None = None          # matched DP-SGD draws (None: privacy.n_draws)
+    releases_n: int  # n evenly spaced releases (last at the final step)
+    sampling_steps: tuple[int, ...]  # explicit S (1-based steps); overrides releases_n
+    composition: str  # accountant that splits the total budget
+    share_ratio: float | None  # SharedBoxes grid ratio (None: every radius its own box)
+    ablation_n: tuple[int, ...]  # sampling ablation: numbers of releases to sweep
+    ablation_compositions: tuple[str, ...]
+    ablation_draws: int
+    baselines: tuple[str, ...]
+    baseline_draws: int | None  # matched DP-SGD draws (None: privacy.n_draws)
 
 
 def ags_fields(steps: int = MAX_STEPS) -> dict[str, Field]:
@@ -206,10 +206,10 @@ def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
 @dataclass(frozen=True)
 class OptimisedGrid:
     """The hyperparameters optimised DP-SGD chooses among (on the public selection set)."""
-    lr: tuple[float, ...] = (0.1, 0.5, 2.0)
-    clip: tuple[float, ...] = (0.1, 1.0)
-    epochs: tuple[float, ...] = (5, 20)
-    batch_size: tuple[int, ...] = (64, 256)
+    lr: tuple[float, ...]
+    clip: tuple[float, ...]
+    epochs: tuple[float, ...]
+    batch_size: tuple[int, ...]
 
 
 @dataclass(frozen=True)

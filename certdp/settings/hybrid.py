@@ -36,53 +36,53 @@ THRESHOLDS = ("public", "zero")
 @dataclass(frozen=True)
 class LoraSettings:
     """LoRA adapters (rank, scaling alpha, dropout) on ``targets`` (() = the q and v projections)."""
-    rank: int = 16
-    alpha: float = 16.0
-    dropout: float = 0.0
-    targets: tuple[str, ...] = ()
+    rank: int
+    alpha: float
+    dropout: float
+    targets: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class DPLoraSettings:
     """DP-LoRA fine-tuning: expected batch B (Poisson rate B/N), epochs, l2 clip, AdamW lr, the
     accountant and delta_1; ``physical_tokens`` bounds a micro-batch (memory only)."""
-    batch_size: int = 1024
-    epochs: float = 3.0
-    clip: float = 1.0
-    lr: float = 1e-3
-    accountant: str = "pld"
-    delta: float = 5e-6
-    physical_tokens: int = 4096
-    checkpoint_every: int = 1
+    batch_size: int
+    epochs: float
+    clip: float
+    lr: float
+    accountant: str
+    delta: float
+    physical_tokens: int
+    checkpoint_every: int
 
 
 @dataclass(frozen=True)
 class HeadSettings:
     """AGS logistic head on PCA-``pca_dim`` of the (adapted or frozen) embedding: contractive
     clipped full-batch GD, AGT certificate for k = 1..k_max (and N), releases at delta_2."""
-    pca_dim: int = 8
-    steps: int = 150
-    lr: float = 2.0
-    clip: float = 0.05
-    contraction: float = 0.3
-    certificate: str = "crown"
-    k_max: int = 512
-    include_n: bool = True
-    releases: tuple[str, ...] = ("laplace_p",)
-    allocations: tuple[str, ...] = ("l1", "anisotropic")
-    n_draws: int = 41
-    delta: float = 5e-6
-    beta: float | None = None
+    pca_dim: int
+    steps: int
+    lr: float
+    clip: float
+    contraction: float
+    certificate: str
+    k_max: int
+    include_n: bool
+    releases: tuple[str, ...]
+    allocations: tuple[str, ...]
+    n_draws: int
+    delta: float
+    beta: float | None
 
 
 @dataclass(frozen=True)
 class DPSGDHeadSettings:
     """Frozen encoder + DP-SGD logistic head (same PCA features as the AGS head)."""
-    batch_size: int = 256
-    epochs: float = 10.0
-    clip: float = 1.0
-    lrs: tuple[float, ...] = (0.5, 2.0)
-    n_runs: int = 5
+    batch_size: int
+    epochs: float
+    clip: float
+    lrs: tuple[float, ...]
+    n_runs: int
 
 
 @dataclass(frozen=True)

@@ -96,14 +96,14 @@ class StaircaseSettings:
     looser).  ``k_max`` may exceed N; radii are capped at N.  ``include_n`` adds N itself,
     which covers every radius without a global sensitivity."""
 
-    kind: str = "range"
-    k_min: int = 1
-    k_max: int = 28
-    step: int = 1
-    ratio: float = 2.0
-    values: tuple[int, ...] = ()
-    include_n: bool = False
-    dense_until: int = 1
+    kind: str
+    k_min: int
+    k_max: int
+    step: int
+    ratio: float
+    values: tuple[int, ...]
+    include_n: bool
+    dense_until: int
     key: str = field(default="staircase", compare=False)
 
     def radii(self, n: int) -> list[int]:
