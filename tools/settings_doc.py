@@ -37,6 +37,15 @@ allowed* column is read from each parser; *default* is the declared one ("requir
 configs must supply a value); an engine option's default is its engine's own (its
 constructor's), which `certificate=NAME` may change through `configs/certificate/NAME.yaml`.
 
+**Engine options.**  `certificate.<opt>` is read only by the engines that declare it (the
+*help* column names them).  Given on the command line for an engine that does not read it, it is
+refused (`certdp: error: certificate.frequency: not an option of the certificate 'ibp' (it is
+read by milp); allowed for ibp: aggregation, substitutions`); set by a preset for another engine
+(the preset prepares the engine `certificate=NAME` may pick), it is set aside and not passed.
+The settings hold the engine's name and options only; the engine is built from them when the
+run starts.  Each job of a command line (every job of a `-m` sweep) is parsed once, before the
+first job runs, and runs on that parse.
+
 **Why an in-house `Field` and not Hydra structured configs, pydantic or attrs/cattrs.**  The
 declaration has to carry what those libraries do not give in one place: a range *and* the exact
 one-line refusal naming the dotted key and what is allowed (`certdp: error: train.lr: got -1 (too
