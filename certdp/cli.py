@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
 from certdp import results
 from certdp.errors import ConfigError
-from certdp.runs import (LANDED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
+from certdp.runs import (LANDED, PARSED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
                          ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
 from certdp.settings import config_dir
 from certdp.settings.compose import _group_options, compose_and_parse, split_command_line, validate_overrides
@@ -83,19 +84,23 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
     import hydra
 
     cdir = config_path or str(config_dir())
+    PARSED.clear()
     try:
         flags, overrides = split_command_line(command, args)
         validate_overrides(overrides)
         if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
-            compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
-                              config_path=cdir, config_name=config_name or command)
+            configs: list = []
+            jobs = compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+                                     config_path=cdir, config_name=config_name or command, configs=configs)
+            PARSED.extend(zip(configs, jobs))         # each job runs on these settings (parsed once)
     except ConfigError as e:
         fail(str(e))
 
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
-        execute(command, COMMANDS[command][0], cfg, Path(HydraConfig.get().runtime.output_dir))
+        hc = HydraConfig.get()
+        execute(command, COMMANDS[command][0], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
 
     old = sys.argv
     sys.argv = ["certdp"] + flags + [_stage_override(a) for a in overrides]
@@ -116,7 +121,17 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         stdout_warning(LANDED)
     finally:
         STAGED["paths"] = None
+        PARSED.clear()
         sys.argv = old
+
+
+def _settings_help(command: str) -> str:
+    """The sections ``command`` reads, from the declarations' table of sections."""
+    from certdp.settings.experiment import SECTIONS
+    from certdp.settings.hybrid import TOP
+    sections = {"feasibility": ("dataset", "feasibility"), "hybrid": TOP}.get(command) or SECTIONS[command]
+    return (f"Settings: the top-level run options and the sections {', '.join(sections)}; `certdp list settings "
+            f"{command}` lists every key with its default, allowed values and help (docs/settings.md).")
 
 
 def _make_command(name: str):
@@ -126,7 +141,7 @@ def _make_command(name: str):
         dispatch(name, list(ctx.args))
 
     _cmd.__name__ = name
-    _cmd.__doc__ = f"{desc}\n\n{GROUPS_HELP}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
+    _cmd.__doc__ = f"{desc}\n\n{GROUPS_HELP}\n\n{_settings_help(name)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
     app.command(name=name, context_settings=CTX)(_cmd)
 
 
@@ -283,10 +298,34 @@ def predict_cmd(ctx: typer.Context,
                    + (f" -> {out}" if out is not None else ""), err=True)
 
 
+def list_settings(command: str | None) -> None:
+    """Every declared setting (of ``command``, or of every command): key, default, type /
+    allowed, help -- from the declarations, as docs/settings.md (tools/settings_doc.py)."""
+    from certdp.settings.schema import declarations
+    if command is not None and command not in COMMANDS:
+        fail(f"{command}: no such command; allowed: {', '.join(COMMANDS)}")
+    for d in declarations():
+        if command is not None and command not in d.commands:
+            continue
+        where = f" [{d.where}]" if d.where else ""
+        say(f"  {d.key}{where} = {d.default_text}: {d.allowed}\n      {d.field.help}")
+
+
 @app.command("list")
-def list_cmd():
+def list_cmd(what: Annotated[Optional[str], typer.Argument(
+                 metavar="settings", help="every setting (of COMMAND) with its default, allowed values and help.")]
+             = None,
+             command: Annotated[Optional[str], typer.Argument(metavar="COMMAND", show_default=False)] = None):
     """List datasets (with where each is loaded from and whether it is present), models,
-    certificates, releases (mechanisms), accountants and commands."""
+    certificates, releases (mechanisms), accountants and commands; `certdp list settings
+    [COMMAND]` lists every setting (of COMMAND) from its declaration (docs/settings.md)."""
+    if what is not None:
+        if what != "settings":
+            fail(f"{what}: nothing to list; allowed: settings [COMMAND], or nothing")
+        list_settings(command)
+        return
+    if command is not None:
+        fail(f"{command}: unexpected argument; allowed: certdp list settings [COMMAND]")
     from certdp.bounds import CERTIFICATES
     from certdp.data import entries
     from certdp.data.sources import locate
@@ -316,7 +355,9 @@ def list_cmd():
         say(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
                    f"  {'':<12} from: {where}")
     say("models: " + ", ".join(_group_options("model") or []))
-    say("certificates: " + ", ".join(sorted(CERTIFICATES)))
+    say("certificates (certificate=NAME; its certificate.<option>s):")
+    for name, cls in sorted(CERTIFICATES.items()):
+        say(f"  {name:<16} {', '.join(cls.options) or 'no options'}")
     for query, used_by in (("prediction", "agtr, certify, audit, pate"), ("parameter", "ags, hybrid head")):
         say(f"releases of a {query} (privacy.releases of {used_by}):")
         for name in mechanisms.names(query):

@@ -337,13 +337,36 @@ class RunGuard(_HydraCallback):
             fail(io_error_message(e, str(config.get("out_root", folder))))
 
 
-def execute(command: str, target: str, cfg, out_dir: Path) -> None:
+# The jobs of the command line being run, parsed once by the CLI before Hydra runs any
+# (certdp.settings.compose.compose_and_parse): (composed config, settings) in Hydra's job order.
+PARSED: list[tuple[dict, object]] = []
+
+
+def job_settings(command: str, d: dict, job: int):
+    """The settings of job ``job`` (its resolved config ``d``): the CLI's parse of it when the
+    config it composed for that job is this one, so a job is parsed once; parsed here otherwise
+    (a job launched in another process, or ``execute`` called without the CLI).  ``run`` differs
+    between two compositions (a timestamp and a random suffix), so it is the one key read again."""
+    import dataclasses
+    if 0 <= job < len(PARSED):
+        composed, settings = PARSED[job]
+        if {k: v for k, v in composed.items() if k != "run"} == {k: v for k, v in d.items() if k != "run"}:
+            if composed.get("run") == d.get("run"):
+                return settings
+            from certdp.settings.base import run_fields
+            run = dataclasses.replace(settings.run, run=run_fields()["run"].parse(d.get("run"), "run"))
+            return dataclasses.replace(settings, run=run)
+    return parse_settings(command, d)
+
+
+def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> None:
     """Run one job (called inside Hydra with its output folder, the run's staging folder):
     compute, write every file into the staging folder, then move it into place.
 
     Every refusal is one line and exit 2 (bad settings, missing data, a taken run folder, a
     write error such as a full disk); SIGINT/SIGTERM exit 130/143.  In each of these cases the
-    staging folder is deleted, so no partial results remain."""
+    staging folder is deleted, so no partial results remain.  ``job``: the job's number in the
+    command line (:func:`job_settings`)."""
     from omegaconf import OmegaConf
 
     from certdp.data.sources import DataUnavailable
@@ -362,7 +385,7 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             except ModuleNotFoundError:
                 fail(f"command '{command}' is not available in this build")
             d = OmegaConf.to_container(cfg, resolve=True)
-            settings = parse_settings(command, d)
+            settings = job_settings(command, d, job)
             inputs = results.input_records(d)        # the files as this run reads them (run.json)
             results.write_config(paths.staging / results.CONFIG_FILE, d)
             frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())

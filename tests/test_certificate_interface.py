@@ -218,11 +218,13 @@ def test_options_and_support_fail_with_the_key():
     assert e.value.key == "certificate.aggregation"
     with pytest.raises(ConfigError) as e:
         get_certificate("crown", frequncy=4)
-    assert e.value.key == "certificate.frequncy" and "allowed for crown: substitutions" in e.value.message
+    assert e.value.key == "certificate.frequncy" and "allowed: substitutions" in e.value.message
     with pytest.raises(ConfigError) as e:
         get_certificate("zonotope")
     assert e.value.key == "certificate.name" and "ibp" in e.value.message
-    assert get_certificate("ibp", frequency=4, time_limit=5).aggregation == "topk"   # milp's options: dropped
+    with pytest.raises(ConfigError) as e:         # milp's option given to ibp: refused, not dropped
+        get_certificate("ibp", frequency=4)
+    assert e.value.key == "certificate.frequency" and "allowed: aggregation, substitutions" in e.value.message
     with pytest.raises(ConfigError) as e:
         check_supported(get_certificate("milp"), ModelSpec((2, 4, 1), "mse"))
     assert e.value.key == "certificate.name" and "crown, ibp" in e.value.message

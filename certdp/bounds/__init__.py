@@ -42,24 +42,22 @@ for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
 
 
 def get_certificate(name: str, **options) -> Certificate:
-    """The engine ``name`` built with its ``certificate.<opt>`` options.
-
-    Options that belong to another registered engine are dropped (a preset may set the options
-    of the engine it defaults to, and ``certificate.name=...`` on the command line picks another
-    one); an option no engine reads is a :class:`ConfigError`."""
+    """A fresh engine ``name`` built with its ``certificate.<opt>`` options.  An option the
+    engine does not read is a one-line :class:`ConfigError` naming the options it reads (an
+    explicit value is never dropped; the settings set aside a preset's options for other
+    engines before they get here: :func:`certdp.settings.training.certificate_settings`)."""
     if name not in CERTIFICATES:
         raise ConfigError("certificate.name", f"unknown certificate '{name}'; allowed: {', '.join(sorted(CERTIFICATES))}")
     cls = CERTIFICATES[name]
-    known = {o for c in CERTIFICATES.values() for o in c.options}
     for opt in options:
-        if opt not in known:
-            raise ConfigError(f"certificate.{opt}", f"unknown option; allowed for {name}: "
-                              f"{', '.join(cls.options) or 'none'}")
-    return cls(**{k: v for k, v in options.items() if k in cls.options})
+        if opt not in cls.options:
+            raise ConfigError(f"certificate.{opt}", f"not an option of the certificate '{name}'; allowed: "
+                                                    f"{', '.join(cls.options) or 'none'}")
+    return cls(**options)
 
 
-def check_device(cert: Certificate, device) -> None:
-    """ConfigError (key ``device``) when ``cert`` cannot compute on ``device``'s type, naming the
+def check_device(cert: Certificate | type[Certificate], device) -> None:
+    """ConfigError (key ``device``) when ``cert`` (an engine or its class) cannot compute on ``device``'s type, naming the
     devices it can and the engines that can run there."""
     import torch
     kind = torch.device(device).type

@@ -140,7 +140,7 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
         raise ConfigError("dataset", f"certdp {cmd} needs a {task} dataset; '{ds.name}' is a {ds.task} task "
                                      f"(use {other}); allowed: a {task} dataset (`certdp list` shows each task)")
     model = _model(settings, ds)
-    engine = settings.certificate.engine
+    engine = settings.certificate.build()              # built when the run starts, from the settings
     check_supported(engine, model)
     prep = ds.preprocessing
     if prep is not None:     # from the settings and the public rows only: data-independent (training.py)

@@ -85,7 +85,9 @@ _MODULES = ("certdp.data.synthetic", "certdp.data.tabular", "certdp.data.adult",
 
 # Keys every dataset config carries: its name (checked by load_dataset) and the model it
 # defaults to (read by certdp.settings.training.model_settings).
-COMMON_FIELDS = {"name": Field(None, anything), "model": Field(None, anything)}
+COMMON_FIELDS = {"name": Field(None, anything,
+                               help="the dataset (dataset=NAME picks its config; certdp list)"), "model": Field(None, anything,
+                                                                                                                help="the dataset's default model (arch, hidden, loss), used by model.arch=auto")}
 
 
 def register(name: str, *, task: str, summary: str, files=None, fields: dict | None = None):

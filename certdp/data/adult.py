@@ -75,14 +75,19 @@ def adult_matrix(df: pd.DataFrame) -> np.ndarray:
 
 ADULT_FIELDS = {
     "path": Field(None, partial(text, what="a folder holding adult.data and adult.test", none=True,
-                                null_means="the cache or the pinned wheel")),
-    "split": Field("paper", partial(choice, allowed=("paper", "official"))),
-    "n_private": Field(None, partial(integer, lo=1, none=True, null_means="paper: 30,222; official: all")),
-    "n_public": Field(1000, partial(integer, lo=1)),
+                                null_means="the cache or the pinned wheel"),
+                  help="a folder holding adult.data and adult.test"),
+    "split": Field("paper", partial(choice, allowed=("paper", "official")),
+                   help="paper: the paper's split | official: the UCI train/test files"),
+    "n_private": Field(None, partial(integer, lo=1, none=True, null_means="paper: 30,222; official: all"),
+                       help="private training rows"),
+    "n_public": Field(1000, partial(integer, lo=1), help="public rows"),
     "split_seed": SPLIT_SEED,
-    "features": Field("pca", partial(choice, allowed=("pca", "raw"))),
-    "pca_dim": Field(16, partial(integer, lo=1, none=True, null_means="16")),
-    "task": Field("multiclass", partial(choice, allowed=("multiclass", "binary"))),
+    "features": Field("pca", partial(choice, allowed=("pca", "raw")),
+                      help="pca (public PCA) | raw (104 standardised columns)"),
+    "pca_dim": Field(16, partial(integer, lo=1, none=True, null_means="16"), help="public PCA dimension"),
+    "task": Field("multiclass", partial(choice, allowed=("multiclass", "binary")),
+                  help="multiclass: labels {0,1} (softmax/logistic head) | binary: {-1,+1} (hinge)"),
 }
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from numbers import Integral, Real
 from typing import Any, Callable, Mapping, Sequence
 
@@ -334,6 +335,7 @@ def optional(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
     whose absence its loader reports with more context (e.g. the columns a target may name)."""
     def parse_or_none(value: Any, key: str) -> Any:
         return None if value is None else parse(value, key)
+    parse_or_none.inner = parse            # read by describe()
     return parse_or_none
 
 
@@ -344,9 +346,58 @@ def anything(value: Any, key: str) -> Any:
 
 @dataclass(frozen=True)
 class Field:
-    """One setting: its default (used when the key is absent) and its parser."""
+    """One setting, declared once: its default (used when the key is absent), its parser (the
+    type, range and refusal message) and a one-line ``help``.  Everything else that speaks of
+    the setting is derived from this declaration: the strict reading of a section
+    (:func:`parse_settings`), the settings reference ``docs/settings.md``
+    (``tools/settings_doc.py``), ``certdp list settings`` and the check that the YAML defaults
+    of ``configs/`` agree (``tests/test_settings_schema.py``).  Which commands read it follows
+    from the table it sits in (:mod:`certdp.settings.schema`)."""
     default: Any
     parse: Callable[[Any, str], Any]
+    help: str = ""
+
+
+def describe(parse: Callable[[Any, str], Any]) -> str:
+    """The type and allowed values of a parser, in words (the settings reference's "type /
+    allowed" column): read from the parser's own keywords, so that it cannot drift from what
+    the parser accepts."""
+    if hasattr(parse, "describe"):
+        return parse.describe()
+    if isinstance(parse, partial):
+        fn, kw = parse.func, dict(parse.keywords)
+        if fn is integer or fn is real or fn is integers or fn is reals:
+            kind = {integer: "integer", real: "real", integers: "list of integers", reals: "list of reals"}[fn]
+            text_ = _range_text(kind, kw.get("lo"), kw.get("hi"), kw.get("lo_open", False), kw.get("hi_open", False))
+        elif fn is choice:
+            text_ = " | ".join(kw["allowed"])
+        elif fn is choices:
+            text_ = "list of " + " | ".join(kw["allowed"])
+        elif fn is boolean:
+            text_ = "true | false"
+        elif fn in (text, names, interval):
+            text_ = kw.get("what") or {text: "text", names: "list of names", interval: "[lo, hi]"}[fn]
+        else:
+            text_ = describe(fn)
+        return _with_null(text_, kw.get("none", False), kw.get("null_means"))
+    inner = getattr(parse, "inner", None)
+    if inner is not None:                                  # optional(parse)
+        return _with_null(describe(inner), True, None)
+    if parse is boolean:
+        return "true | false"
+    if parse is integer:
+        return "integer"
+    if parse is real:
+        return "real"
+    if parse is text:
+        return "text"
+    if parse is anything:
+        return "see its section"
+    doc = " ".join((getattr(parse, "__doc__", None) or "").replace("``", "").split())
+    first = doc.split(". ")[0].split("; ")[0].rstrip(".")
+    if len(first) > 100:                    # the docstring's opening clause is the summary
+        first = first[:100].rsplit(" ", 1)[0] + " ..."
+    return first or getattr(parse, "__name__", "value")
 
 
 def parse_settings(cfg: Mapping[str, Any] | None, fields: Mapping[str, Field], *, prefix: str,

@@ -18,18 +18,20 @@ _MAX_ROWS = 10_000_000
 _MAX_CELLS = 100_000_000
 
 # sklearn's random_state takes seeds below 2^32
-_SEED = Field(None, partial(integer, lo=0, hi=2 ** 32 - 1, none=True, null_means="the run seed"))
+_SEED = Field(None, partial(integer, lo=0, hi=2 ** 32 - 1, none=True, null_means="the run seed"),
+              help="seed of the generated data (null: the run seed)")
 
 LINEAR_FIELDS = {
     "data_seed": _SEED,
-    "n_train": Field(40000, partial(integer, lo=2, hi=_MAX_ROWS)),
-    "n_test": Field(2000, partial(integer, lo=1, hi=_MAX_ROWS)),
-    "x_low": Field(-1.0, real),
-    "x_high": Field(1.0, real),
-    "slope": Field(2.0, real),
-    "intercept": Field(1.0, real),
-    "noise": Field(0.1, partial(real, lo=0)),
-    "output_range": Field([-6.0, 6.0], partial(interval, none=True, null_means="no global-sensitivity arms")),
+    "n_train": Field(40000, partial(integer, lo=2, hi=_MAX_ROWS), help="private training rows"),
+    "n_test": Field(2000, partial(integer, lo=1, hi=_MAX_ROWS), help="test queries"),
+    "x_low": Field(-1.0, real, help="smallest input x"),
+    "x_high": Field(1.0, real, help="largest input x"),
+    "slope": Field(2.0, real, help="slope of the true line"),
+    "intercept": Field(1.0, real, help="intercept of the true line"),
+    "noise": Field(0.1, partial(real, lo=0), help="standard deviation of the label noise"),
+    "output_range": Field([-6.0, 6.0], partial(interval, none=True, null_means="no global-sensitivity arms"),
+                          help="declared [lo, hi] of the outputs (global-sensitivity arms)"),
 }
 
 
@@ -59,12 +61,13 @@ def load_linear(cfg: dict, seed: int) -> Dataset:
 
 BLOBS_FIELDS = {
     "data_seed": _SEED,
-    "n_features": Field(8, partial(integer, lo=1, hi=10_000)),
-    "n_train": Field(200, partial(integer, lo=2, hi=_MAX_ROWS)),
-    "n_test": Field(4000, partial(integer, lo=1, hi=_MAX_ROWS)),
-    "n_public": Field(0, partial(integer, lo=0, hi=_MAX_ROWS)),
-    "separation": Field(2.563, partial(real, lo=0)),
-    "cluster_std": Field(1.0, partial(real, lo=0, lo_open=True)),
+    "n_features": Field(8, partial(integer, lo=1, hi=10_000), help="input dimension"),
+    "n_train": Field(200, partial(integer, lo=2, hi=_MAX_ROWS), help="private training rows"),
+    "n_test": Field(4000, partial(integer, lo=1, hi=_MAX_ROWS), help="test rows"),
+    "n_public": Field(400, partial(integer, lo=0, hi=_MAX_ROWS),
+                      help="public rows (a pool/selection set for PATE and tuned DP-SGD)"),
+    "separation": Field(2.563, partial(real, lo=0), help="distance between the two cluster centres"),
+    "cluster_std": Field(1.0, partial(real, lo=0, lo_open=True), help="cluster standard deviation"),
 }
 
 

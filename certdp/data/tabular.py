@@ -397,22 +397,28 @@ def _warn_clipped(prep: Preprocessing, xs, ys, fname: str) -> None:
                     "are clipped, as every private value beyond it is", prep.clip, sum(hit), fname)
 
 
-SPLIT_SEED = Field(None, partial(integer, lo=0, none=True, null_means="the run seed"))
-_N_TEST = Field(None, partial(integer, lo=1, none=True, null_means="20% of rows"))
-_SCALING = Field("public", partial(choice, allowed=SCALINGS))
-_FEATURE_BOUNDS = Field(None, _feature_bounds)
-_IMPUTE = Field("centre", _impute)
-_CLIP_SD = Field(DEFAULT_CLIP_SD, partial(real, lo=0.0, lo_open=True, hi=1e100))
+SPLIT_SEED = Field(None, partial(integer, lo=0, none=True, null_means="the run seed"),
+                   help="seed of the public/private/test split (null: the run seed)")
+_N_TEST = Field(None, partial(integer, lo=1, none=True, null_means="20% of rows"), help="test rows")
+_SCALING = Field("public", partial(choice, allowed=SCALINGS),
+                 help="feature and target scaling: public (public statistics) | none | private_stats_not_dp")
+_FEATURE_BOUNDS = Field(None, _feature_bounds,
+                        help="per-feature [lo, hi] in raw units: clip and map to [-1, 1] instead of scaling")
+_IMPUTE = Field("centre", _impute, help="a private row's missing cell: centre | public_median | {column: value}")
+_CLIP_SD = Field(DEFAULT_CLIP_SD, partial(real, lo=0.0, lo_open=True, hi=1e100),
+                 help="scaled features and target clipped to +-clip_sd (model units)")
 
 CALIFORNIA_FIELDS = {
     "path": Field(None, partial(text, what="a parquet file with the California Housing columns", none=True,
-                                null_means="the cache or the pinned wheel")),
-    "n_test": Field(3128, partial(integer, lo=1)),
-    "n_public": Field(1000, partial(integer, lo=0)),
+                                null_means="the cache or the pinned wheel"),
+                  help="a parquet file with the California Housing columns"),
+    "n_test": Field(3128, partial(integer, lo=1), help="test rows"),
+    "n_public": Field(1000, partial(integer, lo=0), help="public rows"),
     "split_seed": SPLIT_SEED,
     "scaling": _SCALING,
     "feature_bounds": _FEATURE_BOUNDS,
-    "output_range": Field(10.0, _output_range),
+    "output_range": Field(10.0, _output_range,
+                          help="[lo, hi] in the target's units, or a width in target sd around the mean"),
     "impute": _IMPUTE,
     "clip_sd": _CLIP_SD,
 }
@@ -436,23 +442,30 @@ def load_california(cfg: dict, seed: int) -> Dataset:
 
 
 CSV_FIELDS = {
-    "path": Field(None, optional(partial(text, what="a .csv or .parquet file"))),
-    "target": Field(None, optional(partial(text, what="a column name"))),
+    "path": Field(None, optional(partial(text, what="a .csv or .parquet file")),
+                  help="the table: a .csv or .parquet file"),
+    "target": Field(None, optional(partial(text, what="a column name")), help="the target column"),
     "features": Field(None, partial(names, what="a non-empty list of distinct column names", none=True,
-                                    null_means="every column but the target")),
-    "task": Field("regression", partial(choice, allowed=("regression", "binary", "multiclass"))),
+                                    null_means="every column but the target"), help="the feature columns"),
+    "task": Field("regression", partial(choice, allowed=("regression", "binary", "multiclass")),
+                  help="regression | binary (labels -1/+1) | multiclass"),
     "classes": Field(None, partial(names, what="a non-empty list of distinct labels", none=True,
-                                   null_means="the sorted labels of the public rows")),
-    "dropna": Field(False, boolean),
+                                   null_means="the sorted labels of the public rows"),
+                     help="classification: the class labels in order"),
+    "dropna": Field(False, boolean,
+                    help="drop the public and test rows with a missing used cell (private rows are imputed)"),
     "n_test": _N_TEST,
-    "n_public": Field(None, partial(integer, lo=0, none=True, null_means="10% of rows, at least 2")),
+    "n_public": Field(None, partial(integer, lo=0, none=True, null_means="10% of rows, at least 2"),
+                      help="public rows (0 needs declared scaling)"),
     "split_seed": SPLIT_SEED,
     "scaling": _SCALING,
     "feature_bounds": _FEATURE_BOUNDS,
-    "output_range": Field(None, _output_range),
+    "output_range": Field(None, _output_range,
+                          help="regression: [lo, hi] in the target's units, or a width in target sd"),
     "impute": _IMPUTE,
     "unknown_label": Field(None, partial(text, what="a label of the class list", none=True,
-                                         null_means="the first class")),
+                                         null_means="the first class"),
+                           help="classification: the class of a private row whose label is missing or unknown"),
     "clip_sd": _CLIP_SD,
 }
 

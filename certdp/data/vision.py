@@ -45,16 +45,23 @@ def read_mnist_pickle(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 MNIST5_FIELDS = {
     "path": Field(None, partial(text, what="a mnist.pkl.gz file or a folder holding it", none=True,
-                                null_means="the cache or the pinned wheel")),
-    "digits": Field([0, 1, 2, 3, 4], partial(integers, lo=0, hi=9, min_length=2, distinct=True)),
-    "n_public": Field(2000, partial(integer, lo=1)),
-    "n_private": Field(None, partial(integer, lo=1, none=True, null_means="all the rest")),
-    "public_split": Field([1000, 1000], partial(integers, lo=0, length=2)),
-    "split_seed": Field(None, partial(integer, lo=0, none=True, null_means="the run seed")),
-    "features": Field("pca", partial(choice, allowed=("pca", "raw"))),
-    "pca_dim": Field(8, partial(integer, lo=1, none=True, null_means="8")),
-    "task": Field("multiclass", partial(choice, allowed=("multiclass",))),
-    "n_classes": Field(None, partial(integer, lo=2, hi=10, none=True, null_means="the number of digits")),
+                                null_means="the cache or the pinned wheel"),
+                  help="a local mnist.pkl.gz or a folder holding it"),
+    "digits": Field([0, 1, 2, 3, 4], partial(integers, lo=0, hi=9, min_length=2, distinct=True),
+                    help="the digits kept (the classes)"),
+    "n_public": Field(2000, partial(integer, lo=1), help="public rows"),
+    "n_private": Field(None, partial(integer, lo=1, none=True, null_means="all the rest"),
+                       help="private training rows"),
+    "public_split": Field([1000, 1000], partial(integers, lo=0, length=2),
+                          help="the public rows split into PATE pool and selection set"),
+    "split_seed": Field(None, partial(integer, lo=0, none=True, null_means="the run seed"),
+                        help="seed of the split (null: the run seed)"),
+    "features": Field("pca", partial(choice, allowed=("pca", "raw")),
+                      help="pca (public PCA) | raw (784 standardised pixels)"),
+    "pca_dim": Field(8, partial(integer, lo=1, none=True, null_means="8"), help="public PCA dimension"),
+    "task": Field("multiclass", partial(choice, allowed=("multiclass",)), help="multiclass"),
+    "n_classes": Field(None, partial(integer, lo=2, hi=10, none=True, null_means="the number of digits"),
+                       help="number of classes"),
 }
 
 

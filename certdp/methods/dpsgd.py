@@ -3,6 +3,8 @@ DP-SGD matched and optimised, PATE classification."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from certdp import DTYPE
@@ -19,5 +21,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     common = {"dataset": exp.dataset.name, "nonprivate_accuracy": float(accuracy(exp.model, th, exp.xt, yt)),
               "majority_rate": majority_rate(yt), "seed": exp.seed,
               "selection": settings.run.selection}
-    rows = [{**common, **r} for r in baseline_rows(exp, settings.baselines.arms, exp.privacy)]
+    draws = settings.ags.baseline_draws if settings.ags is not None else None     # the ags preset's matched draws
+    pv = exp.privacy if draws is None else replace(exp.privacy, n_draws=draws)
+    rows = [{**common, **r} for r in baseline_rows(exp, settings.baselines.arms, pv)]
     return with_provenance({"results": pd.DataFrame(rows)}, exp.dataset, device=exp.device)

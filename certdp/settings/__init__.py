@@ -7,7 +7,8 @@ settings: :class:`ExperimentSettings` for the commands that train and certify (`
 :class:`HybridSettings`.  Every value is typed and range-checked by the parsers of
 :mod:`certdp.data.params`; absent keys take their documented defaults; a key no command reads is
 refused (``+privacy.epsilon=1`` is a typo, not a setting to ignore); releases are instantiated so
-that a beta above a mechanism's limit fails here; the certificate engine is built here, once.
+that a beta above a mechanism's limit fails here; the certificate engine is checked here and built when
+the run starts (:meth:`CertificateSettings.build`).
 Runners receive these values only, never the raw config.
 
 Modules: :mod:`.base` (run options, strict sections), :mod:`.training` (model, train, staircase,
@@ -27,14 +28,16 @@ from certdp.settings.hybrid import HybridSettings, hybrid_settings
 
 
 def _feasibility(cfg: Mapping[str, Any] | None) -> FeasibilitySettings:
-    from certdp.data.params import choice, section
+    from certdp.data.params import section
+    from certdp.settings.commands import FEASIBILITY_DATASET_FIELDS
     run, sec = top_level(cfg, command="feasibility", sections=("dataset", "feasibility"))
     run.require_cpu("certdp feasibility")
     d = section(sec["dataset"], "dataset")
     for k, v in d.items():               # the run folder's dataset part: no data is read
         if k != "name":
             raise ConfigError(f"dataset.{k}", "unknown setting; certdp feasibility reads no data")
-    choice(d.get("name", "none"), "dataset.name", allowed=("none",))
+    name = FEASIBILITY_DATASET_FIELDS["name"]
+    name.parse(d.get("name", name.default), "dataset.name")
     return feasibility_settings(sec["feasibility"], run)
 
 

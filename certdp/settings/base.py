@@ -79,9 +79,26 @@ def strict(cfg: Any, fields: Mapping[str, Field], *, prefix: str) -> dict[str, A
     return parse_settings(section(cfg, prefix), fields, prefix=prefix)
 
 
-def subsection(fields: Mapping[str, Field]) -> Callable[[Any, str], dict]:
+@dataclass(frozen=True)
+class Subsection:
+    """The parser of a nested section (``feasibility.confidence``, ``dpsgd.optimised.grid``):
+    its table of fields (walked by :mod:`certdp.settings.schema`) and, where the section is read
+    into a value of its own, the function that reads it (``build(value, key)``)."""
+    fields: Mapping[str, Field]
+    build: Callable[[Any, str], Any] | None = None
+
+    def __call__(self, value: Any, key: str) -> Any:
+        if self.build is not None:
+            return self.build(value, key)
+        return parse_settings(section(value, key), self.fields, prefix=key)
+
+    def describe(self) -> str:
+        return "section: " + ", ".join(self.fields)
+
+
+def subsection(fields: Mapping[str, Field]) -> Subsection:
     """A parser for a nested section (``feasibility.confidence``, ``dpsgd.optimised.grid``)."""
-    return lambda value, key: parse_settings(section(value, key), fields, prefix=key)
+    return Subsection(fields)
 
 
 def run_name(value: Any, key: str) -> str:
@@ -108,6 +125,11 @@ def run_name(value: Any, key: str) -> str:
     return name
 
 
+# the type / allowed column of the settings reference for the parsers above (params.describe)
+device_setting.describe = lambda: DEVICE_REQUESTS.replace(", ", " | ")
+run_name.describe = lambda: "a relative folder name (plain names joined by /)"
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """The top-level keys of every command (``configs/base.yaml``): what was run, its seed, and
@@ -131,19 +153,26 @@ class RunOptions:
             raise ConfigError("device", f"{what} computes on the CPU only; allowed: auto, cpu")
 
 
-def _run_fields() -> dict[str, Field]:
+def run_fields() -> dict[str, Field]:
     from certdp.bounds import CERTIFICATES
     return {
-        "command": Field(None, partial(text, none=True)),
-        "seed": Field(0, SEED),
-        "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
-        "progress": Field(True, boolean),
-        "out_root": Field("outputs", text),
-        "run": Field("run", run_name),
-        "overwrite": Field(False, boolean),
-        "selection": Field("grid", partial(choice, allowed=SELECTION_MODES)),
-        "config_format": Field(CONFIG_FORMAT, _config_format),
-        "device": Field("auto", device_setting),
+        "command": Field(None, partial(text, none=True),
+                         help="the command that made the run (set by each command's config; recorded in config.yaml)"),
+        "seed": Field(0, SEED, help="seed of data generation, splits, initialisation, batch plan and noise"),
+        "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES))),
+                                     help="the engine certificate=auto resolves to (presets change it)"),
+        "progress": Field(True, boolean, help="progress bars on a terminal"),
+        "out_root": Field("outputs", text,
+                          help="folder holding <command>/<dataset>/<run>/ (an absolute path is taken as given)"),
+        "run": Field("run", run_name,
+                     help="the run folder below <out_root>/<command>/<dataset>/ (default: time + suffix)"),
+        "overwrite": Field(False, boolean, help="replace a finished run that holds the same folder"),
+        "selection": Field("grid", partial(choice, allowed=SELECTION_MODES),
+                           help="grid: tuned arms choose among private candidates | fixed: one candidate each"),
+        "config_format": Field(CONFIG_FORMAT, _config_format,
+                               help="the layout of config.yaml (certdp rerun reads back only this one; leave it out)"),
+        "device": Field("auto", device_setting,
+                        help="where training and AGT compute: auto (a GPU if seen) | cpu | cuda | cuda:N"),
     }
 
 
@@ -156,11 +185,14 @@ def _config_format(value: Any, key: str) -> int:
     return v
 
 
+_config_format.describe = lambda: f"{CONFIG_FORMAT} (this certdp's layout)"
+
+
 def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[str, ...]) -> tuple[RunOptions, dict]:
     """The run options and the raw sections of a composed config; a top-level key that is
     neither is refused (``+foo=1`` is a typo, not a setting to ignore)."""
     cfg = dict(cfg or {})
-    fields = _run_fields()
+    fields = run_fields()
     unknown = [k for k in cfg if k not in fields and k not in sections]
     if unknown:
         raise ConfigError(str(unknown[0]), f"unknown setting of certdp {command}; allowed: "

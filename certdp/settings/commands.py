@@ -14,8 +14,8 @@ from certdp.data.params import Field, boolean, choice, choices, integer, integer
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import accountant_names
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
-from certdp.settings.base import RunOptions, strict, subsection
-from certdp.settings.training import MAX_STEPS, StaircaseSettings, staircase_settings
+from certdp.settings.base import RunOptions, Subsection, strict, subsection
+from certdp.settings.training import MAX_STEPS, STAIRCASE_FIELDS, StaircaseSettings, staircase_settings
 
 MAX_REPEATS = 10 ** 6
 
@@ -29,21 +29,25 @@ class AuditSettings:
     """``audit``: R neighbouring datasets per radius and mode, the audited radii (each <= N), the
     test points of the output checks (at most ``n_test``), and the smoothness search (R_s
     neighbours at each size of ``smoothness_n``; 0 = off)."""
-    repeats: int = 200
-    radii: tuple[int, ...] = (1, 2, 4, 8)
-    modes: tuple[str, ...] = AUDIT_MODES
-    n_test: int = 200
-    smoothness: int = 0
-    smoothness_n: tuple[int, ...] | None = None
+    repeats: int
+    radii: tuple[int, ...]
+    modes: tuple[str, ...]
+    n_test: int
+    smoothness: int
+    smoothness_n: tuple[int, ...] | None
 
 
 AUDIT_FIELDS = {
-    "repeats": Field(200, partial(integer, lo=1, hi=MAX_REPEATS)),
-    "radii": Field([1, 2, 4, 8], partial(integers, lo=1)),
-    "modes": Field(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES)),
-    "n_test": Field(200, partial(integer, lo=1)),
-    "smoothness": Field(0, partial(integer, lo=0, hi=MAX_REPEATS)),
-    "smoothness_n": Field(None, partial(integers, lo=2, none=True, null_means="8, 30 and N when N <= 200")),
+    "repeats": Field(200, partial(integer, lo=1, hi=MAX_REPEATS),
+                     help="neighbouring datasets retrained per radius and mode"),
+    "radii": Field([1, 2, 4, 8], partial(integers, lo=1), help="the audited radii (each at most N)"),
+    "modes": Field(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES),
+                   help="how neighbours are drawn: random | adversarial substitutions"),
+    "n_test": Field(200, partial(integer, lo=1), help="test points of the output checks (at most)"),
+    "smoothness": Field(0, partial(integer, lo=0, hi=MAX_REPEATS),
+                        help="neighbours of the smoothness search per size (0: off)"),
+    "smoothness_n": Field(None, partial(integers, lo=2, none=True, null_means="8, 30 and N when N <= 200"),
+                          help="dataset sizes of the smoothness search"),
 }
 
 
@@ -67,31 +71,36 @@ class DPAuditSettings:
     whether to search, how many placements chosen from the batch plan, the magnitudes of the
     extreme records (standardised units), how many test queries are searched (prediction), how
     many of the best pairs are audited (Bonferroni over them) and the most datasets it may train."""
-    query: str = "prediction"
-    record: int = 0
-    shift: float = 10.0
-    test_point: int = 0
-    alpha: float = 0.05
-    search: bool = True
-    placements: int = 2
-    magnitudes: tuple[float, ...] = (1e2, 1e6)
-    queries: int = 64
-    pairs: int = 1
-    max_datasets: int = 200
+    query: str
+    record: int
+    shift: float
+    test_point: int
+    alpha: float
+    search: bool
+    placements: int
+    magnitudes: tuple[float, ...]
+    queries: int
+    pairs: int
+    max_datasets: int
 
 
 DPAUDIT_FIELDS = {
-    "query": Field("prediction", partial(choice, allowed=DPAUDIT_QUERIES)),
-    "record": Field(0, partial(integer, lo=0)),
-    "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6)),
-    "test_point": Field(0, partial(integer, lo=0)),
-    "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
-    "search": Field(True, boolean),
-    "placements": Field(2, partial(integer, lo=0, hi=64)),
-    "magnitudes": Field([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16)),
-    "queries": Field(64, partial(integer, lo=1, hi=4096)),
-    "pairs": Field(1, partial(integer, lo=1, hi=64)),
-    "max_datasets": Field(200, partial(integer, lo=2, hi=100_000)),
+    "query": Field("prediction", partial(choice, allowed=DPAUDIT_QUERIES),
+                   help="the audited release: prediction (AGT-R) | parameter (AGS)"),
+    "record": Field(0, partial(integer, lo=0), help="index of the configured changed record"),
+    "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6),
+                   help="size of the configured record's change (standardised units)"),
+    "test_point": Field(0, partial(integer, lo=0), help="index of the configured test query (prediction)"),
+    "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
+                   help="the lower bound holds with confidence 1 - alpha"),
+    "search": Field(True, boolean, help="search neighbouring datasets for the worst pair"),
+    "placements": Field(2, partial(integer, lo=0, hi=64),
+                        help="placements of the changed record chosen from the batch plan"),
+    "magnitudes": Field([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16),
+                        help="magnitudes of the extreme records tried (standardised units)"),
+    "queries": Field(64, partial(integer, lo=1, hi=4096), help="test queries searched (prediction)"),
+    "pairs": Field(1, partial(integer, lo=1, hi=64), help="best pairs audited (Bonferroni over them)"),
+    "max_datasets": Field(200, partial(integer, lo=2, hi=100_000), help="most datasets the search may train"),
 }
 
 
@@ -111,16 +120,21 @@ class ShardSettings:
     arms: tuple[str, ...]
     staircase: StaircaseSettings
     max_train: int | None
-    full_staircase: str = "shard"     # shard (pate.staircase) | agtr (the staircase group)
+    full_staircase: str  # shard (pate.staircase) | agtr (the staircase group)
 
 
-SHARD_DEFAULT_STAIRCASE = {"kind": "range", "k_max": 1024, "include_n": True}
+SHARD_DEFAULT_STAIRCASE = {"kind": "geometric", "k_min": 1, "k_max": 1024, "ratio": 2.0, "include_n": True}
 SHARD_FIELDS = {
-    "shards": Field([1, 2, 4, 8], partial(integers, lo=1)),
-    "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS)),
-    "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set")),
-    "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr"))),
-    "staircase": Field(None, lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
+    "shards": Field([1, 2, 4, 8], partial(integers, lo=1), help="numbers of shards T"),
+    "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS),
+                  help="the arms: pate_r | pate_agtr | agtr_wor | agtr | gs"),
+    "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set"),
+                       help="a seeded training subset of this size"),
+    "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr")),
+                            help="radii of the full-data AGT-R arm: shard (pate.staircase) | agtr (staircase)"),
+    "staircase": Field(None, Subsection(STAIRCASE_FIELDS,
+                                        lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
+                       help="per-shard radii (the keys of staircase; default geometric 1, 2, 4, ..., 1024 and N)"),
 }
 
 
@@ -142,32 +156,44 @@ DEFAULT_BASELINES = ("dpsgd_matched", "dpsgd_optimised", "pate")
 @dataclass(frozen=True)
 class AGSSettings:
     """``ags``: release schedule, accountant, shared-box grouping, sampling ablation, baselines."""
-    releases_n: int = 1                        # n evenly spaced releases (last at the final step)
-    sampling_steps: tuple[int, ...] = ()       # explicit S (1-based steps); overrides releases_n
-    composition: str = "optimal"               # accountant that splits the total budget
-    share_ratio: float | None = None           # SharedBoxes grid ratio (None: every radius its own box)
-    ablation_n: tuple[int, ...] = ()           # sampling ablation: numbers of releases to sweep
-    ablation_compositions: tuple[str, ...] = ("basic", "optimal")
-    ablation_draws: int = 3
-    baselines: tuple[str, ...] = DEFAULT_BASELINES
-    baseline_draws: int | None = None          # matched DP-SGD draws (None: privacy.n_draws)
+    releases_n: int  # n evenly spaced releases (last at the final step)
+    sampling_steps: tuple[int, ...]  # explicit S (1-based steps); overrides releases_n
+    composition: str  # accountant that splits the total budget
+    share_ratio: float | None  # SharedBoxes grid ratio (None: every radius its own box)
+    ablation_n: tuple[int, ...]  # sampling ablation: numbers of releases to sweep
+    ablation_compositions: tuple[str, ...]
+    ablation_draws: int
+    baselines: tuple[str, ...]
+    baseline_draws: int | None  # matched DP-SGD draws (None: privacy.n_draws)
+
+
+def ags_fields(steps: int = MAX_STEPS) -> dict[str, Field]:
+    """The ``ags`` table, its step ranges bounded by ``train.steps`` (``steps``)."""
+    acc = accountant_names("compose")
+    return {
+        "releases_n": Field(1, partial(integer, lo=1, hi=steps),
+                            help="n evenly spaced releases (the last at the final step)"),
+        "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n"),
+                                help="explicit release steps S (1-based, increasing, ending at train.steps)"),
+        "composition": Field("optimal", partial(choice, allowed=acc),
+                             help="the accountant that splits the total budget over the releases"),
+        "share_ratio": Field(None, partial(real, lo=1, lo_open=True, none=True, null_means="every radius its own box"),
+                             help="radii grouped into shared boxes growing by this ratio"),
+        "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation"),
+                            help="sampling ablation: numbers of releases swept"),
+        "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc),
+                                       help="sampling ablation: accountants swept"),
+        "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS), help="sampling ablation: draws per point"),
+        "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0),
+                           help="private-learning baselines run beside AGS"),
+        "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws"),
+                                help="matched DP-SGD draws"),
+    }
 
 
 def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
     """``ags``, checked against ``train.steps`` (releases and sampling steps lie in 1..steps)."""
-    acc = accountant_names("compose")
-    fields = {
-        "releases_n": Field(1, partial(integer, lo=1, hi=steps)),
-        "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n")),
-        "composition": Field("optimal", partial(choice, allowed=acc)),
-        "share_ratio": Field(None, partial(real, lo=1, lo_open=True, none=True, null_means="every radius its own box")),
-        "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation")),
-        "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc)),
-        "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS)),
-        "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0)),
-        "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws")),
-    }
-    a = strict(cfg, fields, prefix="ags")
+    a = strict(cfg, ags_fields(steps), prefix="ags")
     S = tuple(a["sampling_steps"] or ())
     if S and (list(S) != sorted(set(S)) or S[-1] != steps):
         raise ConfigError("ags.sampling_steps", f"got {list(S)} (not increasing steps ending at train.steps); "
@@ -180,10 +206,10 @@ def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
 @dataclass(frozen=True)
 class OptimisedGrid:
     """The hyperparameters optimised DP-SGD chooses among (on the public selection set)."""
-    lr: tuple[float, ...] = (0.1, 0.5, 2.0)
-    clip: tuple[float, ...] = (0.1, 1.0)
-    epochs: tuple[float, ...] = (5, 20)
-    batch_size: tuple[int, ...] = (64, 256)
+    lr: tuple[float, ...]
+    clip: tuple[float, ...]
+    epochs: tuple[float, ...]
+    batch_size: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -201,7 +227,7 @@ class BaselineSettings:
 
 
 def _grid_values(value: Any, key: str) -> tuple:
-    """Positive finite numbers, each kept as written: an integer stays an integer (5, not 5.0),
+    """A list of reals > 0, each kept as written: an integer stays an integer (5, not 5.0),
     because a grid point's values seed its DP-SGD generator through their ``repr``
     (:func:`certdp.seeding.generator_for`) and name it in the results (``epochs=5``)."""
     parsed = reals(value, key, lo=0, lo_open=True)
@@ -209,29 +235,39 @@ def _grid_values(value: Any, key: str) -> tuple:
     return tuple(int(p) if isinstance(v, int) and not isinstance(v, bool) else p for v, p in zip(given, parsed))
 
 
+_grid_values.describe = lambda: "list of reals > 0 (each kept as written: 5 stays an integer)"
 GRID_FIELDS = {
-    "lr": Field([0.1, 0.5, 2.0], _grid_values),
-    "clip": Field([0.1, 1.0], _grid_values),
-    "epochs": Field([5, 20], _grid_values),
-    "batch_size": Field([64, 256], partial(integers, lo=1)),
+    "lr": Field([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among"),
+    "clip": Field([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among"),
+    "epochs": Field([5, 20], _grid_values, help="epochs optimised DP-SGD chooses among"),
+    "batch_size": Field([64, 256], partial(integers, lo=1), help="batch sizes optimised DP-SGD chooses among"),
 }
 OPTIMISED_FIELDS = {
-    "accountants": Field(list(DPSGD_ACCOUNTANTS), partial(choices, allowed=DPSGD_ACCOUNTANTS)),
-    "grid": Field(None, subsection(GRID_FIELDS)),
+    "accountants": Field(["pld", "rdp"], partial(choices, allowed=DPSGD_ACCOUNTANTS),
+                         help="DP-SGD accountants calibrating the noise"),
+    "grid": Field(None, subsection(GRID_FIELDS),
+                  help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)"),
 }
 PATE_BASELINE_FIELDS = {
-    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1)),
-    "queries": Field([50, 200, 1000], partial(integers, lo=1)),
-    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS)),
+    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1), help="numbers of PATE teachers"),
+    "queries": Field([50, 200, 1000], partial(integers, lo=1), help="numbers of labelled student queries"),
+    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS), help="training steps of the PATE student"),
 }
+
+
+def dpsgd_fields(*, with_arms: bool) -> dict[str, Field]:
+    """The ``dpsgd`` table (``arms`` only where ``with_arms``: certdp dpsgd)."""
+    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS),
+                                 help="optimised DP-SGD: accountants and hyperparameter grid")}
+    if with_arms:
+        fields = {"arms": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS),
+                                help="the DP-SGD arms run"), **fields}
+    return fields
 
 
 def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSettings:
     """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
-    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS))}
-    if with_arms:
-        fields = {"arms": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS)), **fields}
-    d = strict(dpsgd, fields, prefix="dpsgd")
+    d = strict(dpsgd, dpsgd_fields(with_arms=with_arms), prefix="dpsgd")
     p = strict(pate, PATE_BASELINE_FIELDS, prefix="pate")
     g = d["optimised"]["grid"]
     return BaselineSettings(arms=d.get("arms", ()), accountants=d["optimised"]["accountants"],
@@ -274,11 +310,12 @@ class FeasibilitySettings:
 
 CONF = partial(real, lo=0, hi=1, lo_open=True, hi_open=True)
 CONFIDENCE_FIELDS = {
-    "start": Field(0.001, CONF),
-    "stop": Field(0.999, CONF),
-    "step": Field(0.001, partial(real, lo=0, lo_open=True)),
+    "start": Field(0.001, CONF, help="first confidence 1 - alpha of the grid"),
+    "stop": Field(0.999, CONF, help="last confidence of the grid"),
+    "step": Field(0.001, partial(real, lo=0, lo_open=True), help="grid step"),
     "values": Field(None, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True, scalar_ok=False, none=True,
-                                  null_means="the start/stop/step grid")),
+                                  null_means="the start/stop/step grid"),
+                    help="explicit confidences instead of the grid"),
 }
 
 
@@ -319,15 +356,21 @@ def _check_confidences(conf: tuple[float, ...], key: str) -> tuple[float, ...]:
     return conf
 
 
+# certdp feasibility reads no data: the dataset section only names the run folder's part
+FEASIBILITY_DATASET_FIELDS = {"name": Field("none", partial(choice, allowed=("none",)),
+                                            help="none: certdp feasibility reads no data")}
+FEASIBILITY_FIELDS = {
+    "confidence": Field(None, subsection(CONFIDENCE_FIELDS), help="the confidence grid 1 - alpha"),
+    "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True), help="the factors c of the critical ratios"),
+    "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True), help="the deltas of Theorem 3.3"),
+    "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True), help="Theorem 3.2's Cauchy factor"),
+    "approx_window": Field([0.8, 1.0], _window,
+                           help="the confidence window [lo, hi] whose approximate-DP peak is reported"),
+}
+
+
 def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> FeasibilitySettings:
-    fields = {
-        "confidence": Field(None, subsection(CONFIDENCE_FIELDS)),
-        "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True)),
-        "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
-        "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True)),
-        "approx_window": Field([0.8, 1.0], _window),
-    }
-    f = strict(cfg, fields, prefix="feasibility")
+    f = strict(cfg, FEASIBILITY_FIELDS, prefix="feasibility")
     g = f["confidence"]
     if g["values"] is None and g["start"] < MIN_GRID_START:
         raise ConfigError("feasibility.confidence.start", f"got {g['start']:g} (the grid is rounded to 12 decimals, "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from certdp.errors import ConfigError
 from certdp.settings import config_dir, parse
+from certdp.settings.training import refuse_explicit_options
 
 MAX_SWEEP_JOBS = 10_000          # each job is composed and checked before the first runs
 MAX_CHECKED_TABLE_BYTES = 32 << 20   # a sweep's csv tables up to this size are read and checked in full
@@ -178,12 +179,14 @@ def _parse_overrides(overrides: list[str], *, multirun: bool) -> None:
 
 
 def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, config_path: str,
-                      config_name: str) -> list:
+                      config_name: str, configs: list | None = None) -> list:
     """Compose every job of the command line and parse its settings before Hydra runs any:
     a bad value in the third job of a sweep refuses the whole sweep before the first job
     writes anything, and Hydra's own errors (syntax, unknown keys, interpolations) become one
-    line.  Returns the settings of every job; raises :class:`ConfigError` naming the key of the
-    first problem."""
+    line.  Returns the settings of every job, in Hydra's job order (each job runs on these, not on
+    a second parse: :func:`certdp.runs.job_settings`); ``configs``, when given, receives the
+    composed config of every job.  Raises :class:`ConfigError` naming the key of the first
+    problem."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
@@ -217,6 +220,12 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
                     key, what = _hydra_error(e)
                     raise ConfigError(key, what) from None
                 out.append(parse(command, d))
+                if configs is not None:
+                    configs.append(d)
+                cert = getattr(out[-1], "certificate", None)
+                if cert is not None:      # an explicit engine option the chosen engine does not read
+                    refuse_explicit_options(cert, [a.split("=", 1)[0].lstrip("+") for a in job
+                                                   if not a.startswith("~")])
     finally:
         GlobalHydra.instance().clear()
     if len(jobs) > 1:

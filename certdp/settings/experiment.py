@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from functools import partial
 from typing import Any, Mapping
 
 from certdp.data import dataset_settings
+from certdp.data.params import Field, choices, text
 from certdp.errors import ConfigError
 from certdp.settings.base import RunOptions, top_level
 from certdp.settings.commands import (DPAUDIT_RELEASES, AGSSettings, AuditSettings, DPAuditSettings, dpaudit_settings, BaselineSettings, ShardSettings, ags_settings,
@@ -21,8 +23,15 @@ from certdp.settings.training import (CertificateSettings, ModelSettings, Stairc
 MODEL_SECTIONS = ("dataset", "model", "train", "certificate", "staircase", "privacy")
 SECTIONS = {"agtr": MODEL_SECTIONS + ("queries",), "certify": MODEL_SECTIONS, "audit": MODEL_SECTIONS + ("audit",),
             "pate": MODEL_SECTIONS + ("pate",), "ags": MODEL_SECTIONS + ("ags", "dpsgd", "pate"),
-            "dpsgd": MODEL_SECTIONS + ("dpsgd", "pate"), "dpaudit": MODEL_SECTIONS + ("dpaudit",)}
+            "dpsgd": MODEL_SECTIONS + ("dpsgd", "pate", "ags"), "dpaudit": MODEL_SECTIONS + ("dpaudit",)}
 PARAMETER_COMMANDS = ("ags", "dpsgd")
+DPAUDIT_DRAWS = 200_000      # certdp dpaudit's privacy.n_draws: outputs drawn per dataset
+# certdp dpaudit: privacy.releases null audits every release of dpaudit.query (DPAUDIT_RELEASES)
+DPAUDIT_PRIVACY_RELEASES = Field(None, partial(choices, allowed=tuple(r for rs in DPAUDIT_RELEASES.values() for r in rs),
+                                               none=True, null_means="every release dpaudit.query audits"),
+                                 help="the audited releases")
+QUERIES = Field(None, partial(text, none=True, null_means="the dataset's test queries only"),
+                help="a table (.csv/.tsv/.parquet) of query points in the dataset's raw columns, answered privately (answers.csv)")
 
 
 @dataclass(frozen=True)
@@ -67,8 +76,7 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
     extra: dict[str, Any] = {}
     privacy_cfg = sec["privacy"]
     if command == "agtr":
-        from certdp.data.params import text
-        extra["queries"] = text(sec["queries"], "queries", none=True, null_means="the dataset's test queries only")
+        extra["queries"] = QUERIES.parse(sec["queries"], "queries")
     if command == "dpaudit":
         extra["dpaudit"] = dpaudit_settings(sec["dpaudit"])
         query = extra["dpaudit"].query
@@ -80,23 +88,25 @@ def experiment_settings(command: str, cfg: Mapping[str, Any] | None) -> Experime
             if r not in audited:
                 raise ConfigError("privacy.releases", f"certdp dpaudit does not audit '{r}' for dpaudit.query={query}; "
                                                       f"allowed: {', '.join(audited)}")
+        DPAUDIT_PRIVACY_RELEASES.parse(privacy_cfg["releases"], "privacy.releases")
     if command == "audit":
         extra["audit"] = audit_settings(sec["audit"])
     elif command == "pate":
         extra["shards"] = shard_settings(sec["pate"])
     elif command in PARAMETER_COMMANDS:
-        if command == "ags":
-            extra["ags"] = ags_settings(sec["ags"], steps=train.steps)
+        # certdp dpsgd composes the dataset's ags preset too (its training settings): of its ags
+        # section it uses ags.baseline_draws, the matched DP-SGD draws
+        extra["ags"] = ags_settings(sec["ags"], steps=train.steps)
         extra["baselines"] = baseline_settings(sec["dpsgd"], sec["pate"], with_arms=command == "dpsgd")
         if run.selection == "fixed":
             arms = extra["ags"].baselines if command == "ags" else extra["baselines"].arms
             check_fixed_selection(extra["baselines"], arms)
-    privacy = privacy_settings(privacy_cfg, query=query)
+    privacy = privacy_settings(privacy_cfg, query=query, n_draws=DPAUDIT_DRAWS if command == "dpaudit" else None)
     if command == "dpaudit":
         check_dpaudit_privacy(privacy)
     certificate = certificate_settings(sec["certificate"])
-    from certdp.bounds import check_device
-    check_device(certificate.engine, run.device)        # an engine that cannot run there: refused now
+    from certdp.bounds import CERTIFICATES, check_device
+    check_device(CERTIFICATES[certificate.name], run.device)     # an engine that cannot run there: refused now
     return ExperimentSettings(
         run=run, dataset=MappingProxyType(dataset), model=model, train=train,
         staircase=staircase_settings(sec["staircase"]), certificate=certificate,

@@ -36,53 +36,53 @@ THRESHOLDS = ("public", "zero")
 @dataclass(frozen=True)
 class LoraSettings:
     """LoRA adapters (rank, scaling alpha, dropout) on ``targets`` (() = the q and v projections)."""
-    rank: int = 16
-    alpha: float = 16.0
-    dropout: float = 0.0
-    targets: tuple[str, ...] = ()
+    rank: int
+    alpha: float
+    dropout: float
+    targets: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class DPLoraSettings:
     """DP-LoRA fine-tuning: expected batch B (Poisson rate B/N), epochs, l2 clip, AdamW lr, the
     accountant and delta_1; ``physical_tokens`` bounds a micro-batch (memory only)."""
-    batch_size: int = 1024
-    epochs: float = 3.0
-    clip: float = 1.0
-    lr: float = 1e-3
-    accountant: str = "pld"
-    delta: float = 5e-6
-    physical_tokens: int = 4096
-    checkpoint_every: int = 1
+    batch_size: int
+    epochs: float
+    clip: float
+    lr: float
+    accountant: str
+    delta: float
+    physical_tokens: int
+    checkpoint_every: int
 
 
 @dataclass(frozen=True)
 class HeadSettings:
     """AGS logistic head on PCA-``pca_dim`` of the (adapted or frozen) embedding: contractive
     clipped full-batch GD, AGT certificate for k = 1..k_max (and N), releases at delta_2."""
-    pca_dim: int = 8
-    steps: int = 150
-    lr: float = 2.0
-    clip: float = 0.05
-    contraction: float = 0.3
-    certificate: str = "crown"
-    k_max: int = 512
-    include_n: bool = True
-    releases: tuple[str, ...] = ("laplace_p",)
-    allocations: tuple[str, ...] = ("l1", "anisotropic")
-    n_draws: int = 41
-    delta: float = 5e-6
-    beta: float | None = None
+    pca_dim: int
+    steps: int
+    lr: float
+    clip: float
+    contraction: float
+    certificate: str
+    k_max: int
+    include_n: bool
+    releases: tuple[str, ...]
+    allocations: tuple[str, ...]
+    n_draws: int
+    delta: float
+    beta: float | None
 
 
 @dataclass(frozen=True)
 class DPSGDHeadSettings:
     """Frozen encoder + DP-SGD logistic head (same PCA features as the AGS head)."""
-    batch_size: int = 256
-    epochs: float = 10.0
-    clip: float = 1.0
-    lrs: tuple[float, ...] = (0.5, 2.0)
-    n_runs: int = 5
+    batch_size: int
+    epochs: float
+    clip: float
+    lrs: tuple[float, ...]
+    n_runs: int
 
 
 @dataclass(frozen=True)
@@ -116,71 +116,92 @@ POS = partial(real, lo=0, lo_open=True)
 DELTA = partial(real, lo=0, lo_open=True, hi=1, hi_open=True)
 
 LORA_FIELDS = {
-    "rank": Field(16, partial(integer, lo=1, hi=4096)),
-    "alpha": Field(16.0, POS),
-    "dropout": Field(0.0, partial(real, lo=0, hi=0.99)),
+    "rank": Field(16, partial(integer, lo=1, hi=4096), help="LoRA rank"),
+    "alpha": Field(16.0, POS, help="LoRA scaling alpha"),
+    "dropout": Field(0.0, partial(real, lo=0, hi=0.99), help="LoRA dropout"),
     "targets": Field([], lambda v, key: () if v in (None, []) else names(v, key, what="a list of module names "
-                                                                                      "([] = the q and v projections)")),
+                                                                                      "([] = the q and v projections)"),
+                     help="module names LoRA adapts (empty: the encoder's attention projections)"),
 }
 DPLORA_FIELDS = {
-    "batch_size": Field(1024, partial(integer, lo=1)),
-    "epochs": Field(3.0, POS),
-    "clip": Field(1.0, POS),
-    "lr": Field(1e-3, POS),
-    "accountant": Field("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS)),
-    "delta": Field(5e-6, DELTA),
-    "physical_tokens": Field(4096, partial(integer, lo=8)),
-    "checkpoint_every": Field(1, partial(integer, lo=1)),
+    "batch_size": Field(1024, partial(integer, lo=1), help="DP-LoRA logical batch size"),
+    "epochs": Field(3.0, POS, help="DP-LoRA epochs"),
+    "clip": Field(1.0, POS, help="DP-LoRA per-sample clipping norm"),
+    "lr": Field(1e-3, POS, help="DP-LoRA learning rate"),
+    "accountant": Field("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS), help="DP-LoRA accountant"),
+    "delta": Field(5e-6, DELTA, help="delta_1 spent by DP-LoRA"),
+    "physical_tokens": Field(4096, partial(integer, lo=8), help="tokens per physical batch (memory)"),
+    "checkpoint_every": Field(1, partial(integer, lo=1), help="epochs between DP-LoRA checkpoints"),
 }
 
 
-def _head_fields() -> dict[str, Field]:
+def head_fields() -> dict[str, Field]:
     from certdp.bounds import CERTIFICATES
     return {
-        "pca_dim": Field(8, partial(integer, lo=1)),
-        "steps": Field(150, partial(integer, lo=1, hi=MAX_STEPS)),
-        "lr": Field(2.0, POS),
-        "clip": Field(0.05, POS),
-        "contraction": Field(0.3, partial(real, lo=0, lo_open=True, hi=1)),
-        "certificate": Field("crown", partial(choice, allowed=tuple(sorted(CERTIFICATES)))),
-        "k_max": Field(512, partial(integer, lo=1)),
-        "include_n": Field(True, boolean),
-        "releases": Field(["laplace_p"], partial(choices, allowed=names_of("parameter"))),
-        "allocations": Field(["l1"], partial(choices, allowed=ALLOCATIONS)),
-        "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS)),
-        "delta": Field(5e-6, DELTA),
-        "beta": Field("auto", _beta),
+        "pca_dim": Field(8, partial(integer, lo=1), help="public PCA dimension of the head's features"),
+        "steps": Field(150, partial(integer, lo=1, hi=MAX_STEPS), help="AGS head training steps"),
+        "lr": Field(2.0, POS, help="AGS head learning rate"),
+        "clip": Field(0.05, POS, help="AGS head clipping bound gamma"),
+        "contraction": Field(0.3, partial(real, lo=0, lo_open=True, hi=1), help="AGS head contraction lambda"),
+        "certificate": Field("crown", partial(choice, allowed=tuple(sorted(CERTIFICATES))),
+                             help="the head's certificate engine"),
+        "k_max": Field(512, partial(integer, lo=1), help="the head's largest radius"),
+        "include_n": Field(True, boolean, help="add k = N to the head's radii"),
+        "releases": Field(["laplace_p", "cauchy_p"], partial(choices, allowed=names_of("parameter")),
+                          help="the head's parameter releases"),
+        "allocations": Field(["l1", "anisotropic"], partial(choices, allowed=ALLOCATIONS),
+                             help="how the head's budget is spread over parameters: l1 | anisotropic"),
+        "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS), help="noise draws per head release"),
+        "delta": Field(5e-6, DELTA, help="delta_2 spent by the head"),
+        "beta": Field("auto", _beta, help="the head's smoothness beta (auto: each mechanism's rule)"),
     }
 
 
 DPSGD_HEAD_FIELDS = {
-    "batch_size": Field(256, partial(integer, lo=1)),
-    "epochs": Field(10.0, POS),
-    "clip": Field(1.0, POS),
-    "lrs": Field([0.5, 2.0], partial(reals, lo=0, lo_open=True)),
-    "n_runs": Field(5, partial(integer, lo=1, hi=10 ** 4)),
+    "batch_size": Field(256, partial(integer, lo=1), help="DP-SGD head batch size"),
+    "epochs": Field(10.0, POS, help="DP-SGD head epochs"),
+    "clip": Field(1.0, POS, help="DP-SGD head clipping norm"),
+    "lrs": Field([0.5, 2.0], partial(reals, lo=0, lo_open=True), help="DP-SGD head learning rates chosen among"),
+    "n_runs": Field(5, partial(integer, lo=1, hi=10 ** 4), help="DP-SGD head runs per point"),
 }
 SPLIT_FIELDS = {
-    "fractions": Field([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True)),
-    "reuse_end_to_end": Field(True, boolean),
+    "fractions": Field([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True),
+                       help="fractions of epsilon spent by DP-LoRA (the rest by the head)"),
+    "reuse_end_to_end": Field(True, boolean, help="reuse the DP-LoRA encoder across epsilons (counted end to end)"),
 }
 SIZE_FIELDS = {
-    "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep")),
-    "n_private": Field([], partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep")),
+    "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep"),
+                     help="epsilon of the private-size sweep"),
+    "n_private": Field([1000, 2500, 5000, 10000, 20000],
+                       partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep"),
+                       help="private set sizes swept"),
 }
 HYBRID_FIELDS = {
-    "arms": Field(list(ARMS), partial(choices, allowed=ARMS)),
-    "threshold": Field("public", partial(choice, allowed=THRESHOLDS)),
-    "work_dir": Field(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid")),
-    "size_sweep": Field(None, subsection(SIZE_FIELDS)),
+    "arms": Field(list(ARMS), partial(choices, allowed=ARMS),
+                  help="the arms: dplora | hybrid | frozen_ags | frozen_dpsgd"),
+    "threshold": Field("public", partial(choice, allowed=THRESHOLDS),
+                       help="the head's decision threshold: public (chosen on public data) | zero"),
+    "work_dir": Field(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid"),
+                      help="folder of the encoder checkpoints and embeddings"),
+    "size_sweep": Field(None, subsection(SIZE_FIELDS), help="the private-size sweep"),
 }
 # The hybrid's own dataset keys (the rest is the sst2 dataset's table)
+HYBRID_PRIVACY_FIELDS = {
+    "epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True), help="total privacy budgets epsilon"),
+    "delta": Field(1e-5, DELTA, help="total delta (delta_1 + delta_2 at most this)"),
+    "smoothness": Field("proven", partial(choice, allowed=POLICIES), help="proven | unproven (see privacy.smoothness)"),
+}
+# read by certdp hybrid beside the sst2 dataset's own table
+N_TEST_EVAL = Field(None, partial(integer, lo=1, none=True, null_means="the whole test set"),
+                    help="test sentences evaluated")
 HYBRID_DATASET_FIELDS = {
-    "encoder": Field("mpnet", partial(choice, allowed=ENCODERS)),
-    "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000)),
-    "n_test": Field(5000, partial(integer, lo=1)),
-    "n_private": Field(None, partial(integer, lo=2, none=True, null_means="the whole private pool")),
-    "n_public": Field(None, partial(integer, lo=2, none=True, null_means="every GLUE dev sentence")),
+    "encoder": Field("mpnet", partial(choice, allowed=ENCODERS), help="sentence encoder: mpnet | minilm"),
+    "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000), help="tokens seen by the encoder"),
+    "n_test": Field(5000, partial(integer, lo=1), help="test sentences"),
+    "n_private": Field(None, partial(integer, lo=2, none=True, null_means="the whole private pool"),
+                       help="private training sentences"),
+    "n_public": Field(None, partial(integer, lo=2, none=True, null_means="every GLUE dev sentence"),
+                      help="public sentences"),
 }
 TOP = ("dataset", "privacy", "split", "lora", "dpsgd", "head", "dpsgd_head", "hybrid")
 
@@ -208,19 +229,16 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     d = section(sec["dataset"], "dataset")
     if d.get("name", "sst2") != "sst2":
         raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")
-    n_test_eval = integer(d.pop("n_test_eval", None), "dataset.n_test_eval", lo=1, none=True,
-                          null_means="the whole test set")
+    n_test_eval = N_TEST_EVAL.parse(d.pop("n_test_eval", N_TEST_EVAL.default), "dataset.n_test_eval")
     dataset = dataset_settings({**d, "name": "sst2"})
     own = parse_settings({k: dataset[k] for k in HYBRID_DATASET_FIELDS if dataset.get(k) is not None},
                          HYBRID_DATASET_FIELDS, prefix="dataset")
-    p = strict(sec["privacy"], {"epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True)),
-                                "delta": Field(1e-5, DELTA),
-                                "smoothness": Field("proven", partial(choice, allowed=POLICIES))}, prefix="privacy")
+    p = strict(sec["privacy"], HYBRID_PRIVACY_FIELDS, prefix="privacy")
     split = strict(sec["split"], SPLIT_FIELDS, prefix="split")
     h = strict(sec["hybrid"], HYBRID_FIELDS, prefix="hybrid")
     sw = h["size_sweep"]
     dps = DPLoraSettings(**strict(sec["dpsgd"], DPLORA_FIELDS, prefix="dpsgd"))
-    hd = strict(sec["head"], _head_fields(), prefix="head")
+    hd = strict(sec["head"], head_fields(), prefix="head")
     head = HeadSettings(**hd)
     # a beta above a release's limit fails here (P = 1: the loosest limit), named as the head's key
     head_keys = {"privacy.beta": "head.beta", "privacy.delta": "head.delta"}

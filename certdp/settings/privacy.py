@@ -26,6 +26,9 @@ from certdp.settings.base import strict
 
 GLOBAL_SENSITIVITIES = ("range", "trajectory", "min", "none")
 MAX_DRAWS = 10 ** 7
+# what runs when privacy.releases is not set (cauchy6 and the rest are opt-in)
+DEFAULT_RELEASES = {"prediction": ("cauchy", "laplace", "laplace_gs", "gaussian_gs"),
+                    "parameter": ("cauchy_p", "laplace_p")}
 
 
 def _beta(value: Any, key: str) -> float | None:
@@ -69,27 +72,36 @@ class PrivacySettings:
         return bool(self.releases_of("smooth"))
 
 
-def privacy_fields(query: str) -> dict[str, Field]:
+def privacy_fields(query: str, *, n_draws: int | None = None) -> dict[str, Field]:
+    """The ``privacy`` table for releases of ``query`` kind (``n_draws``: a command's own default
+    number of draws, certdp dpaudit's)."""
     allowed = mechanisms.names(query)
     fields = {
-        "epsilons": Field(None, partial(reals, lo=0, lo_open=True)),
-        "delta": Field(1e-5, partial(real, lo=0, hi=1, lo_open=True, hi_open=True)),
-        "releases": Field(list(allowed) if query == "prediction" else ["cauchy_p", "laplace_p"],
-                          partial(choices, allowed=allowed)),
-        "beta": Field("auto", _beta),
-        "n_draws": Field(200 if query == "prediction" else 101, partial(integer, lo=1, hi=MAX_DRAWS)),
-        "smoothness": Field("proven", partial(choice, allowed=POLICIES)),
-        "reproducible_release": Field(False, boolean),
+        "epsilons": Field(None, partial(reals, lo=0, lo_open=True),
+                          help="the privacy budgets epsilon, one release each"),
+        "delta": Field(1e-5, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
+                       help="delta of approximate-DP releases"),
+        "releases": Field(list(DEFAULT_RELEASES[query]),
+                          partial(choices, allowed=allowed), help="the release mechanisms (certdp list: releases)"),
+        "beta": Field("auto", _beta,
+                      help="smoothness beta: auto (each mechanism's rule) or a number checked against its limit"),
+        "n_draws": Field(n_draws or (200 if query == "prediction" else 101), partial(integer, lo=1, hi=MAX_DRAWS),
+                         help="noise draws per released value (test point or parameter vector)"),
+        "smoothness": Field("proven", partial(choice, allowed=POLICIES),
+                            help="proven: refuse an engine the smoothness proof does not cover | unproven: run it, labelled"),
+        "reproducible_release": Field(False, boolean,
+                                      help="seed the published releases from the run seed (else fresh OS noise)"),
     }
     if query == "prediction":
-        fields["global_sensitivity"] = Field("range", partial(choice, allowed=GLOBAL_SENSITIVITIES))
+        fields["global_sensitivity"] = Field("range", partial(choice, allowed=GLOBAL_SENSITIVITIES),
+                                             help="the global-sensitivity baseline: range | trajectory (linear) | min | none")
     return fields
 
 
-def privacy_settings(cfg: Any, *, query: str = "prediction") -> PrivacySettings:
+def privacy_settings(cfg: Any, *, query: str = "prediction", n_draws: int | None = None) -> PrivacySettings:
     """``privacy`` for releases of ``query`` kind; every release is instantiated once at every
     epsilon (parameter releases with P = 1, the loosest beta limit) so a bad beta fails here."""
-    p = strict(cfg, privacy_fields(query), prefix="privacy")
+    p = strict(cfg, privacy_fields(query, n_draws=n_draws), prefix="privacy")
     s = PrivacySettings(query=query, epsilons=p["epsilons"], delta=p["delta"], releases=p["releases"],
                         beta=p["beta"], n_draws=p["n_draws"],
                         global_sensitivity=p.get("global_sensitivity", "none"), smoothness=p["smoothness"],

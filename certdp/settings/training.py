@@ -27,19 +27,22 @@ class ModelSettings:
     loss: str | None
 
 
-def _model_fields(prefix_auto: bool) -> dict[str, Field]:
+def model_fields(prefix_auto: bool) -> dict[str, Field]:
     arch = ("auto",) + ARCHS if prefix_auto else ARCHS
-    return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto)),
-            "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True)),
-            "loss": Field(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"))}
+    return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto),
+                          help="the model: linear | mlp | logistic (auto: the dataset's dataset.model)"),
+            "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True),
+                            help="ReLU hidden widths of an mlp"),
+            "loss": Field(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"),
+                          help="the training loss (null: the task's own, mse for regression)")}
 
 
 def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
     """``model`` over the dataset's default model (``dataset.model``): with ``model.arch=auto``
     the dataset's arch, hidden widths and loss apply unless ``model.*`` sets them."""
-    m = strict(model, _model_fields(True), prefix="model")
+    m = strict(model, model_fields(True), prefix="model")
     if m["arch"] == "auto":
-        d = parse_settings(section(dataset_model, "dataset.model"), _model_fields(False), prefix="dataset.model")
+        d = parse_settings(section(dataset_model, "dataset.model"), model_fields(False), prefix="dataset.model")
         m = {"arch": d["arch"] or "linear",
              "hidden": m["hidden"] if m["hidden"] is not None else d["hidden"],
              "loss": m["loss"] if m["loss"] is not None else d["loss"]}
@@ -58,12 +61,16 @@ def _batch_size(value: Any, key: str) -> int | None:
 
 
 TRAIN_FIELDS = {
-    "steps": Field(None, partial(integer, lo=1, hi=MAX_STEPS)),
-    "lr": Field(None, partial(real, lo=0, lo_open=True)),
-    "clip": Field(None, partial(real, lo=0, lo_open=True)),
-    "batch_size": Field(None, _batch_size),
-    "contraction": Field(1.0, partial(real, lo=0, lo_open=True, hi=1)),
-    "seed": Field(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed")),
+    "steps": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
+                   help="training steps T of the nominal algorithm (clipped gradient descent)"),
+    "lr": Field(None, partial(real, lo=0, lo_open=True), help="learning rate eta"),
+    "clip": Field(None, partial(real, lo=0, lo_open=True),
+                  help="gradient clipping bound gamma (element-wise, per sample)"),
+    "batch_size": Field(None, _batch_size, help="records per batch (null or full: full batch)"),
+    "contraction": Field(1.0, partial(real, lo=0, lo_open=True, hi=1),
+                         help="lambda: the parameters are scaled by lambda each step (1: plain clipped GD)"),
+    "seed": Field(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed"),
+                  help="seed of the initialisation and the batch plan (null: the run seed)"),
 }
 
 
@@ -89,14 +96,14 @@ class StaircaseSettings:
     looser).  ``k_max`` may exceed N; radii are capped at N.  ``include_n`` adds N itself,
     which covers every radius without a global sensitivity."""
 
-    kind: str = "range"
-    k_min: int = 1
-    k_max: int = 28
-    step: int = 1
-    ratio: float = 2.0
-    values: tuple[int, ...] = ()
-    include_n: bool = False
-    dense_until: int = 1
+    kind: str
+    k_min: int
+    k_max: int
+    step: int
+    ratio: float
+    values: tuple[int, ...]
+    include_n: bool
+    dense_until: int
     key: str = field(default="staircase", compare=False)
 
     def radii(self, n: int) -> list[int]:
@@ -128,14 +135,17 @@ class StaircaseSettings:
 
 
 STAIRCASE_FIELDS = {
-    "kind": Field("range", partial(choice, allowed=STAIRCASE_KINDS)),
-    "k_min": Field(1, partial(integer, lo=1)),
-    "k_max": Field(28, partial(integer, lo=1)),
-    "step": Field(1, partial(integer, lo=1)),
-    "ratio": Field(2.0, partial(real, lo=1, lo_open=True)),
-    "values": Field((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii")),
-    "include_n": Field(False, boolean),
-    "dense_until": Field(1, partial(integer, lo=1, none=True, null_means="1")),
+    "kind": Field("range", partial(choice, allowed=STAIRCASE_KINDS),
+                  help="how the radii K are chosen: range (k_min..k_max by step) | geometric | list (values)"),
+    "k_min": Field(1, partial(integer, lo=1), help="smallest radius (range, geometric)"),
+    "k_max": Field(28, partial(integer, lo=1), help="largest radius (capped at N)"),
+    "step": Field(1, partial(integer, lo=1), help="radius step of kind=range"),
+    "ratio": Field(2.0, partial(real, lo=1, lo_open=True), help="growth factor of kind=geometric after dense_until"),
+    "values": Field((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii"),
+                    help="the radii of kind=list"),
+    "include_n": Field(False, boolean, help="add k = N (covers every radius without a global sensitivity)"),
+    "dense_until": Field(1, partial(integer, lo=1, none=True, null_means="1"),
+                         help="kind=geometric: every radius up to this one"),
 }
 
 
@@ -157,37 +167,105 @@ def _workers(value: Any, key: str) -> int:
     return integer(value, key, lo=1, hi=max(2, os.cpu_count() or 2))
 
 
-# The typed form of the built-in engines' options; each engine's constructor checks its own
-# values as well (an option of an engine added later reaches its constructor as given).
-OPTION_PARSERS = {
-    "frequency": partial(integer, lo=1, hi=MAX_STEPS),
-    "time_limit": partial(real, lo=0, lo_open=True),
-    "run_time_limit": partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
-    "solver": text,
-    "workers": _workers,
-    "mip_gap": partial(real, lo=0),
-    "aggregation": text,
+# Every ``certificate.<opt>`` an engine reads (``Certificate.options``), declared once: its parser
+# and help.  The default is each engine's own (its constructor's; ``docs/settings.md`` lists them
+# per engine), so it is not repeated here; an absent option is not passed.  Options whose values
+# only the engine can judge (its modes) are typed by its constructor, which refuses in one line.
+def _engine_name(value: Any, key: str) -> str:
+    from certdp.bounds import CERTIFICATES
+    return choice(value, key, allowed=tuple(sorted(CERTIFICATES)))
+
+
+_engine_name.describe = lambda: "a registered engine (certdp list: certificates)"
+CERTIFICATE_NAME = Field("ibp", _engine_name,
+                         help="the bound-propagation engine (certificate=NAME picks its config; auto: default_certificate)")
+def _by_engine(value: Any, key: str) -> Any:
+    """A mode the engine's constructor checks (it refuses an unknown one, naming the allowed)."""
+    return value
+
+
+ENGINE_OPTIONS = {
+    "substitutions": Field(None, _by_engine,
+                           help="per_epoch: k substitutions budgeted per epoch of the batch plan | per_batch: k in every batch"),
+    "aggregation": Field(None, text,
+                         help="how the k substituted records leave the batch sum: topk (exact) | tau (threshold grid)"),
+    "frequency": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
+                       help="F: training steps per MILP window (1: exact per step)"),
+    "time_limit": Field(None, partial(real, lo=0, lo_open=True),
+                        help="seconds per MILP objective (the search stops with the safe bound it has)"),
+    "run_time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
+                            help="seconds for all windows of one AGT pass (null: no run budget)"),
+    "solver": Field(None, text, help="the LP solver proposing duals: highs | cbc"),
+    "workers": Field(None, _workers, help="processes solving the radii of a window (1 or 2)"),
+    "mip_gap": Field(None, partial(real, lo=0),
+                     help="relative gap at which the branch and bound stops (its bound is safe either way)"),
+    "nodes": Field(None, _by_engine,
+                   help="branch-and-bound expansions per objective (0: the LP relaxation's safe bound)"),
+    "on_time_limit": Field(None, _by_engine,
+                           help="what a solve that ends early gives: bound (a safe bound; the only value)"),
+    "solve": Field(None, _by_engine,
+                   help="milp: branch and bound with safe LP bounds | lp: the LP relaxation's safe bound only"),
+    "horizon": Field(None, _by_engine, help="steps per crowntt window (null: the whole run or the AGS release window)"),
+    "branch": Field(None, _by_engine, help="radii split per substituted record (auto: radius 1 when cheap; 0: none)"),
+    "alpha_iters": Field(None, _by_engine,
+                         help="hinge head: Adam steps on the relaxation lines of the final bounds (0: area rule only)"),
 }
 
 
 @dataclass(frozen=True)
 class CertificateSettings:
-    """``certificate``: the engine's name, its options, and the engine built from them (once)."""
+    """``certificate``: the engine's name and the options it reads, typed.  The engine itself is
+    built from them when the run starts (:meth:`build`), never stored here: an engine holds run
+    state (a MILP run budget, compiled kernels, caches) that a frozen settings value must not.
+    ``ignored`` names the options a preset set for another engine (``certificate=auto`` picks
+    the engine from ``default_certificate``, so a preset may prepare options for an engine it
+    does not pick); such an option given on the command line is refused
+    (:func:`refuse_explicit_options`)."""
     name: str
     options: tuple[tuple[str, Any], ...]
-    engine: Any = field(compare=False, repr=False)
+    ignored: tuple[str, ...] = ()
 
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)
 
+    def build(self):
+        """A fresh engine of these settings (:func:`certdp.bounds.get_certificate`)."""
+        from certdp.bounds import get_certificate
+        return get_certificate(self.name, **dict(self.options))
+
 
 def certificate_settings(cfg: Any, *, key: str = "certificate") -> CertificateSettings:
-    """``certificate.name`` and the options the engines declare (``certdp list``)."""
-    from certdp.bounds import CERTIFICATES, get_certificate
+    """``certificate.name`` and the options the engines declare (``certdp list settings``): an
+    option no engine reads is refused; one that only another engine reads is set aside
+    (``ignored``).  The engine is built once here to check its options (its constructor refuses
+    a bad value in one line, before any data is read) and dropped."""
+    from certdp.bounds import CERTIFICATES
     d = section(cfg, key)
-    name = choice(d.pop("name", "ibp"), f"{key}.name", allowed=tuple(sorted(CERTIFICATES)))
-    options = {}
+    name = CERTIFICATE_NAME.parse(d.pop("name", CERTIFICATE_NAME.default), f"{key}.name")
+    own = CERTIFICATES[name].options
+    options, ignored = {}, []
     for opt, value in d.items():
-        parse = OPTION_PARSERS.get(opt)
-        options[opt] = parse(value, f"{key}.{opt}") if parse is not None else value
-    return CertificateSettings(name, tuple(options.items()), get_certificate(name, **options))
+        f = ENGINE_OPTIONS.get(opt)
+        if f is None or not any(opt in c.options for c in CERTIFICATES.values()):
+            raise ConfigError(f"{key}.{opt}", f"unknown option; allowed for {name}: {', '.join(own) or 'none'}")
+        parsed = f.parse(value, f"{key}.{opt}")      # a preset's bad value is refused whichever engine runs
+        if opt in own:
+            options[opt] = parsed
+        else:
+            ignored.append(opt)
+    out = CertificateSettings(name, tuple(options.items()), tuple(ignored))
+    out.build()
+    return out
+
+
+def refuse_explicit_options(cert: CertificateSettings, keys: Any, *, key: str = "certificate") -> None:
+    """Refuse a ``certificate.<opt>`` of ``keys`` (the command line's overrides) that the chosen
+    engine does not read: an explicit value is never silently dropped."""
+    from certdp.bounds import CERTIFICATES
+    for k in keys:
+        opt = k[len(key) + 1:] if k.startswith(key + ".") else None
+        if opt in cert.ignored:
+            owners = [n for n, c in sorted(CERTIFICATES.items()) if opt in c.options]
+            raise ConfigError(f"{key}.{opt}", f"not an option of the certificate '{cert.name}' (it is read by "
+                                              f"{', '.join(owners)}); allowed for {cert.name}: "
+                                              f"{', '.join(CERTIFICATES[cert.name].options) or 'none'}")

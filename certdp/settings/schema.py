@@ -1,0 +1,260 @@
+"""Every setting of every command, as declared: one :class:`~certdp.data.params.Field` per key
+(default, parser, help) in the table of the section that reads it.
+
+This module only gathers the tables the parsers already use (it declares nothing itself), so
+what it lists is what the parsers read: ``tools/settings_doc.py`` writes the settings reference
+``docs/settings.md`` from it, ``certdp list settings`` prints it, and
+``tests/test_settings_schema.py`` checks the YAML defaults of ``configs/`` against it.  Which
+commands read a key follows from the section its table serves (``SECTIONS`` of
+:mod:`certdp.settings.experiment`; feasibility and hybrid read their own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from certdp.data.params import Field, describe
+from certdp.errors import ConfigError
+
+FEASIBILITY = "feasibility"
+HYBRID = "hybrid"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One declared key: its dotted name, its field, the commands that read it and, where the
+    key belongs to one option of a config group, that option (``dataset=linear``,
+    ``certificate=milp|exact``)."""
+    key: str
+    field: Field
+    commands: tuple[str, ...]
+    where: str = ""
+
+    @property
+    def allowed(self) -> str:
+        """The type and allowed values, in words (from the parser)."""
+        return describe(self.field.parse)
+
+    @property
+    def default_text(self) -> str:
+        """The default as a config would write it: ``required`` where the configs must supply
+        the value, ``(section)`` for a nested section, each engine's own for an engine option."""
+        f = self.field
+        if getattr(f.parse, "fields", None) is not None and f.default is None:
+            return "(section)"
+        if self.where.startswith("certificate="):
+            return "; ".join(f"{e}: {show(engine_default(e, self.key.split('.', 1)[1]))}"
+                             for e in self.where[len("certificate="):].split("|"))
+        if f.default is None:
+            try:
+                f.parse(None, self.key)
+            except ConfigError:
+                return "required"
+        return show(f.default)
+
+
+def show(v: Any) -> str:
+    """A value as YAML writes it (null, true, [a, b], {k: v})."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(show(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {show(x)}" for k, x in v.items()) + "}"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _commands_reading(section: str) -> tuple[str, ...]:
+    from certdp.settings.experiment import SECTIONS
+    return tuple(c for c, secs in SECTIONS.items() if section in secs)
+
+
+def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
+    """(section prefix, table, commands, group option) of every table the parsers read."""
+    from certdp.bounds import CERTIFICATES
+    from certdp.data import entries
+    from certdp.settings import commands as C
+    from certdp.settings import hybrid as H
+    from certdp.settings import training as T
+    from certdp.settings.base import run_fields
+    from certdp.settings.experiment import DPAUDIT_DRAWS, DPAUDIT_PRIVACY_RELEASES, PARAMETER_COMMANDS, QUERIES, SECTIONS
+    from certdp.settings.privacy import privacy_fields
+    experiment = tuple(SECTIONS)
+    out: list = [("", run_fields(), experiment + (FEASIBILITY, HYBRID), ""),
+                 ("", {"queries": QUERIES}, ("agtr",), "")]
+    # certdp hybrid reads its own table over sst2's (its defaults first, so listed first)
+    out.append(("dataset", {"n_test_eval": H.N_TEST_EVAL, **H.HYBRID_DATASET_FIELDS}, (HYBRID,), "dataset=sst2"))
+    for name, e in entries().items():
+        cmds = experiment + ((HYBRID,) if name == "sst2" else ())
+        out.append(("dataset", e.fields, cmds, f"dataset={name}"))
+    out += [("dataset", C.FEASIBILITY_DATASET_FIELDS, (FEASIBILITY,), ""),
+            ("dataset.model", T.model_fields(False), experiment, ""),
+            ("model", T.model_fields(True), experiment, ""),
+            ("train", T.TRAIN_FIELDS, experiment, ""),
+            ("staircase", T.STAIRCASE_FIELDS, experiment, ""),
+            ("certificate", {"name": T.CERTIFICATE_NAME}, experiment, "")]
+    for opt, f in T.ENGINE_OPTIONS.items():
+        engines = "|".join(n for n, c in sorted(CERTIFICATES.items()) if opt in c.options)
+        out.append(("certificate", {opt: f}, experiment, f"certificate={engines}"))
+    prediction = tuple(c for c in experiment if c not in PARAMETER_COMMANDS + ("dpaudit",))
+    out += [("privacy", privacy_fields("prediction"), prediction, ""),
+            ("privacy", {**privacy_fields("prediction", n_draws=DPAUDIT_DRAWS), "releases": DPAUDIT_PRIVACY_RELEASES},
+             ("dpaudit",), ""),
+            ("privacy", privacy_fields("parameter"), PARAMETER_COMMANDS, ""),
+            ("audit", C.AUDIT_FIELDS, _commands_reading("audit"), ""),
+            ("dpaudit", C.DPAUDIT_FIELDS, _commands_reading("dpaudit"), ""),
+            ("pate", C.SHARD_FIELDS, ("pate",), ""),
+            ("pate", C.PATE_BASELINE_FIELDS, PARAMETER_COMMANDS, ""),
+            ("ags", C.ags_fields(), _commands_reading("ags"), ""),
+            ("dpsgd", {"arms": C.dpsgd_fields(with_arms=True)["arms"]}, ("dpsgd",), ""),
+            ("dpsgd", C.dpsgd_fields(with_arms=False), PARAMETER_COMMANDS, ""),
+            ("feasibility", C.FEASIBILITY_FIELDS, (FEASIBILITY,), "")]
+    out += [(prefix, fields, (HYBRID,), "") for prefix, fields in (
+        ("privacy", H.HYBRID_PRIVACY_FIELDS), ("split", H.SPLIT_FIELDS), ("lora", H.LORA_FIELDS),
+        ("dpsgd", H.DPLORA_FIELDS), ("head", H.head_fields()), ("dpsgd_head", H.DPSGD_HEAD_FIELDS),
+        ("hybrid", H.HYBRID_FIELDS))]
+    return out
+
+
+def _walk(prefix: str, fields: Mapping[str, Field]) -> Iterator[tuple[str, Field]]:
+    for k, f in fields.items():
+        key = f"{prefix}.{k}" if prefix else k
+        yield key, f
+        sub = getattr(f.parse, "fields", None)       # a Subsection: its keys are declared too
+        if sub is not None:
+            yield from _walk(key, sub)
+
+
+def declarations() -> list[Declaration]:
+    """Every declared key, nested sections included, in the parsers' order."""
+    return [Declaration(key, f, cmds, where) for prefix, fields, cmds, where in tables()
+            for key, f in _walk(prefix, fields)]
+
+
+def declared_for(command: str, cfg: Mapping[str, Any]) -> dict[str, Field]:
+    """The fields ``command`` reads under a composed config ``cfg`` (its dataset and engine
+    picked by ``cfg``): dotted key -> field."""
+    dataset = f"dataset={(cfg.get('dataset') or {}).get('name')}"
+    engine = (cfg.get("certificate") or {}).get("name")
+    out: dict[str, Field] = {}
+    for d in declarations():
+        if command not in d.commands:
+            continue
+        if d.where.startswith("dataset=") and d.where != dataset:
+            continue
+        if d.where.startswith("certificate=") and engine not in d.where[len("certificate="):].split("|"):
+            continue
+        out.setdefault(d.key, d.field)
+    return out
+
+
+# ------------------------------------------------------------------ the YAML defaults against the declarations
+def engine_default(engine: str, opt: str) -> Any:
+    """The default of engine option ``opt`` of ``engine``: its constructor's (the one place it is
+    declared; a subclass that passes ``**opts`` on inherits its base's)."""
+    import inspect
+
+    from certdp.bounds import CERTIFICATES
+    for cls in CERTIFICATES[engine].__mro__:
+        p = inspect.signature(cls.__init__).parameters.get(opt) if "__init__" in vars(cls) else None
+        if p is not None and p.default is not inspect.Parameter.empty:
+            return p.default
+    return None
+
+
+def _presets(config_dir: Path, command: str) -> list[str]:
+    """The optional preset groups of ``command``'s primary config (``~preset/agtr`` removes one)."""
+    import yaml
+    entries = (yaml.safe_load((config_dir / f"{command}.yaml").read_text()) or {}).get("defaults", [])
+    return [k.split()[-1] for e in entries if isinstance(e, dict) for k in e if k.split()[-1].startswith("preset/")]
+
+
+def _compose(config_dir: Path, jobs: list[tuple[str, list[str]]]) -> Iterator[tuple[str, list[str], dict, dict]]:
+    """(command, overrides, resolved config, unresolved config) of each job, composed by Hydra."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from certdp.results import register_resolvers
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(Path(config_dir).absolute()), version_base=None):
+            for command, overrides in jobs:
+                cfg = compose(config_name=command, overrides=overrides)
+                yield (command, overrides, OmegaConf.to_container(cfg, resolve=True),
+                       OmegaConf.to_container(cfg, resolve=False))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _leaves(cfg: Mapping[str, Any], raw: Mapping[str, Any], decl: Mapping[str, Field], prefix: str = ""):
+    """(dotted key, value, unresolved value, field or None) of every key of a composed config,
+    descending into sections that are not values of their own."""
+    for k, v in cfg.items():
+        key = f"{prefix}.{k}" if prefix else k
+        r = raw.get(k) if isinstance(raw, Mapping) else None
+        f = decl.get(key)
+        yield key, v, r, f
+        nested = f is None or getattr(f.parse, "fields", None) is not None
+        if isinstance(v, Mapping) and nested and not (f is not None and getattr(f.parse, "build", None)):
+            yield from _leaves(v, r if isinstance(r, Mapping) else {}, decl, key)
+
+
+# keys whose value names what the config chose (the command, the dataset group option and its model)
+SET_BY_CONFIG = ("command", "dataset.name", "dataset.model")
+
+
+def yaml_disagreements(config_dir: Path, commands: tuple[str, ...]) -> list[str]:
+    """Where a command's composed default config (its presets left out: they are the datasets'
+    deliberate choices) holds a value other than the declared default: ``<command>: <key>: YAML
+    <v>, declared <d>``.  Interpolations (``${seed}``) and keys without a default of their own
+    (declared required: the YAML supplies them) are not compared; an engine option is compared
+    with the chosen engine's constructor default."""
+    out = []
+    jobs = [(c, [f"~{p}" for p in _presets(Path(config_dir), c)]) for c in commands]
+    for command, _, cfg, raw in _compose(Path(config_dir), jobs):
+        decl = declared_for(command, cfg)
+        engine = (cfg.get("certificate") or {}).get("name")
+        for key, v, r, f in _leaves(cfg, raw, decl):
+            if f is None or key in SET_BY_CONFIG or (isinstance(r, str) and "${" in r) or getattr(f.parse, "fields", None) and \
+                    not getattr(f.parse, "build", None):
+                continue
+            default = f.default
+            if key.startswith("certificate.") and key != "certificate.name":
+                default = engine_default(engine, key.split(".", 1)[1])
+            try:
+                d = f.parse(default, key)
+            except Exception:              # no default of its own: the YAML supplies it
+                continue
+            y = f.parse(v, key)
+            if y != d:
+                out.append(f"{command}: {key}: YAML {y!r}, declared {d!r}")
+    return out
+
+
+def undeclared_yaml_keys(config_dir: Path, jobs: list[tuple[str, list[str]]]) -> list[str]:
+    """Every key of the composed configs of ``jobs`` that no declaration of its command covers
+    (``<command> <overrides>: <key>``): a key no command reads."""
+    out = []
+    for command, overrides, cfg, raw in _compose(Path(config_dir), jobs):
+        decl = {d.key: d.field for d in declarations() if command in d.commands and
+                (not d.where.startswith("dataset=") or d.where == f"dataset={(cfg.get('dataset') or {}).get('name')}")}
+        for key, v, r, f in _leaves(cfg, raw, decl):
+            if f is None and not isinstance(v, Mapping):
+                out.append(f"{command} {' '.join(overrides)}: {key}")
+            elif f is None and isinstance(v, Mapping) and not any(k.startswith(key + ".") for k in decl):
+                out.append(f"{command} {' '.join(overrides)}: {key}")
+    return out
+
+
+def group_options(config_dir: Path, group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(config_dir) / group).glob("*.yaml"))
+
+
+__all__ = ["Declaration", "declarations", "declared_for", "tables", "yaml_disagreements", "undeclared_yaml_keys",
+           "engine_default"]
