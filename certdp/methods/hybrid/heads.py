@@ -47,7 +47,7 @@ from certdp.methods.hybrid.store import digest, load_torch, save_torch
 from certdp.models import build_model
 from certdp.privacy.dpsgd_core import calibrated_noise, dpsgd_poisson, poisson_schedule
 from certdp.privacy.mechanisms import make_mechanism
-from certdp.settings.training import StaircaseSettings
+from certdp.settings.training import staircase_settings
 from certdp.training import TrainSettings
 
 log = logging.getLogger("certdp")
@@ -127,7 +127,8 @@ def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) ->
     model = head_model(d)
     ts = head_train_settings(s)
     n = f.x_priv.shape[0]
-    ks = StaircaseSettings(kind="range", k_max=s.head.k_max, include_n=s.head.include_n, key="head.k_max").radii(n)
+    ks = staircase_settings({"kind": "range", "k_max": s.head.k_max, "include_n": s.head.include_n},
+                            prefix="head").radii(n)
     engine = build_engine(s.head.certificate, model=model)
     theta0 = model.init(s.seed)
     t0 = time.perf_counter()
