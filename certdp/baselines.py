@@ -57,7 +57,7 @@ import math
 import numpy as np
 import torch
 
-from certdp import DTYPE
+from certdp import DTYPE, checkpoint
 from certdp.certify import Experiment
 from certdp.metrics import accuracy
 from certdp.privacy import noise
@@ -106,11 +106,21 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
                           n_params=model.n_params, compositions=c, basic=basic)
     theta = theta0.to(DTYPE).expand(n_draws, -1).clone()
     full = b == n
-    for t in range(settings.steps):
-        xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-        g = model.per_sample_grads(theta, xb, yb).clamp(-settings.clip, settings.clip).sum(-2)
-        z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
-        theta = settings.contraction * theta - (settings.lr / b) * (g + scale * z)
+    with checkpoint.current().loop("dpsgd", total=settings.steps, detail=f"draws={n_draws}") as lp:
+        if lp.state is not None:                  # resumed: the trajectories and the generator as saved
+            theta = lp.state["theta"]
+            lp.generator(gen)
+
+        def state():
+            return {"theta": theta, "gen": gen}
+
+        for t in range(lp.step, settings.steps):
+            xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
+            g = model.per_sample_grads(theta, xb, yb).clamp(-settings.clip, settings.clip).sum(-2)
+            z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
+            theta = settings.contraction * theta - (settings.lr / b) * (g + scale * z)
+            lp.tick(t + 1, state)
+        lp.finish(state)
     return theta
 
 
@@ -202,7 +212,7 @@ def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: 
             size = n // T
             shards = perm[: T * size].view(T, size)
             th0 = model.init(exp.train.seed).expand(T, -1)
-            teachers = train(model, th0, x[shards], y[shards], st)      # [T, P], non-private
+            teachers = train(model, th0, x[shards], y[shards], st, resumable="pate_teachers")   # [T, P], non-private
             pred = model.classify(teachers, xq)                          # [T, m_pool]
             cls = ((pred + 1) // 2).long() if binary else pred.long()
             votes_cache[T] = torch.nn.functional.one_hot(cls, C).sum(0).to(DTYPE)   # [m_pool, C]

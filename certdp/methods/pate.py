@@ -109,7 +109,7 @@ def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: 
     (x [T, m, d], theta [T, P]); every shard starts from the same data-independent init."""
     T = parts.shape[0]
     theta0 = exp.model.init(exp.train.seed).expand(T, -1)
-    theta = train(exp.model, theta0, x[parts], y[parts], exp.train)
+    theta = train(exp.model, theta0, x[parts], y[parts], exp.train, resumable="pate_shards")
     return _clip(exp.model.predict(theta, xt), exp.dataset.output_range)
 
 

@@ -15,8 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from certdp.data.params import Field, boolean, choice, integer, parse_settings, section, text
-from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED
+from certdp.data.params import Field, boolean, choice, integer, parse_settings, real, section, text
+from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED, RESUMABLE
 from certdp.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
@@ -102,8 +102,9 @@ def run_name(value: Any, key: str) -> str:
         if part in ("", ".", ".."):
             raise ConfigError(key, f"got {name!r} (a part is {part!r}, so the run would not be a folder of its own "
                                    f"below out_root); allowed: {allowed}")
-        if INCOMPLETE in part or REPLACED in part:
-            raise ConfigError(key, f"got {name!r} ({INCOMPLETE!r} and {REPLACED!r} mark unfinished folders); "
+        if INCOMPLETE in part or REPLACED in part or RESUMABLE in part:
+            raise ConfigError(key, f"got {name!r} ({INCOMPLETE!r}, {REPLACED!r} and {RESUMABLE!r} mark unfinished "
+                                   "folders); "
                                    f"allowed: {allowed}")
     return name
 
@@ -123,6 +124,10 @@ class RunOptions:
     config_format: int = 2       # the layout of config.yaml (certdp rerun refuses another)
     device: str = "cpu"          # the resolved device (cpu | cuda:N) of the ``device`` request
     device_request: str = "auto"  # the request itself (auto | cpu | cuda | cuda:N)
+    # checkpoints and progress (docs/resume-and-progress.md): how a run is carried out, not what it computes
+    resume: bool = False                        # continue from the checkpoint of these settings, if any
+    checkpoint_minutes: float | None = 5.0      # minutes between checkpoints (0: every step; null: only on a signal)
+    progress_seconds: float | None = 60.0       # seconds between progress records in log.txt (null: none)
 
     def require_cpu(self, what: str) -> None:
         """Refuse an explicit CUDA request for a command that computes on the CPU only (``auto``
@@ -144,6 +149,9 @@ def _run_fields() -> dict[str, Field]:
         "selection": Field("grid", partial(choice, allowed=SELECTION_MODES)),
         "config_format": Field(CONFIG_FORMAT, _config_format),
         "device": Field("auto", device_setting),
+        "resume": Field(False, boolean),
+        "checkpoint_minutes": Field(5.0, partial(real, lo=0, none=True, null_means="checkpoints only on SIGINT/SIGTERM")),
+        "progress_seconds": Field(60.0, partial(real, lo=0, none=True, null_means="no progress records")),
     }
 
 
