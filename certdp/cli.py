@@ -223,7 +223,7 @@ def resume(run_dir: str, args: list[str]) -> None:
 
     from certdp.resuming import replay_config
     try:
-        command, ck, primary = replay_config(run_dir, args, commands=tuple(COMMANDS), out_root_of=_out_root_of)
+        command, ck, primary, args = replay_config(run_dir, args, commands=tuple(COMMANDS), out_root_of=_out_root_of)
     except ConfigError as e:
         fail(str(e))
     say(f"certdp resume: {command} from {ck}")

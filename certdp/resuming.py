@@ -183,17 +183,18 @@ def keep_checkpoint(session) -> "checkpoint.Session | None":
     return session if (session.folder / checkpoint.STATE_FILE).is_file() else None
 
 
-def replay_config(run_dir: str, args: list[str], *, commands, out_root_of) -> tuple[str, Path, dict]:
-    """(command, checkpoint folder, Hydra primary config) that ``certdp resume RUN_DIR`` replays:
+def replay_config(run_dir: str, args: list[str], *, commands, out_root_of) -> tuple[str, Path, dict, list]:
+    """(command, checkpoint folder, Hydra primary config, the other arguments) that ``certdp resume RUN_DIR`` replays:
     the recorded config with ``resume=true`` and the run's own name and out_root (the folder
     holding ``<command>/<dataset>/`` above the run: ``out_root_of(final, command, dataset)``), so
     that it lands where the interrupted run would have landed.  Refusals are :class:`ConfigError`."""
     from certdp.settings import config_dir
     for a in args:
         key = a.split("=", 1)[0]
-        if "=" not in a or key not in RESUME_SETTINGS:
+        if "=" not in a or key not in RESUME_SETTINGS + ("out_root",):
             raise ConfigError("resume", f"'{a}' cannot be set; a resumed run keeps the checkpoint's settings; "
-                                        "allowed: " + ", ".join(f"{k}=..." for k in RESUME_SETTINGS))
+                                        "allowed: " + ", ".join(f"{k}=..." for k in RESUME_SETTINGS)
+                              + ", out_root=<the checkpoint's own>")
     p = Path(run_dir)
     ck = p if p.name.endswith(results.RESUMABLE) else results.resumable_dir(p)
     if not ck.is_dir():
@@ -213,6 +214,10 @@ def replay_config(run_dir: str, args: list[str], *, commands, out_root_of) -> tu
     out_root = base if base is not None else Path(str(d["out_root"]))
     run = final.relative_to(out_root.absolute() / command / str(d["dataset"].get("name"))).as_posix() \
         if base is not None else final.name
+    for a in args:
+        if a.startswith("out_root=") and os.path.abspath(a.split("=", 1)[1]) != os.path.abspath(out_root):
+            raise ConfigError("out_root", f"{a.split('=', 1)[1]} is not the checkpoint's out_root ({out_root}); "
+                                          f"allowed: {out_root} (a resumed run lands where it would have landed)")
     d = {**d, "out_root": str(out_root), "run": run, "resume": True, "overwrite": False}
     primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d}
-    return command, ck, primary
+    return command, ck, primary, [a for a in args if not a.startswith("out_root=")]

@@ -1,0 +1,128 @@
+"""Checkpoints and resume (issue 23): a run interrupted by SIGTERM at several points and resumed
+writes the CSVs of the uninterrupted run byte for byte; a planted bug in the restore is caught
+by that comparison; a resume with other settings is refused in one line; progress records."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from certdp import checkpoint, results
+from test_e2e import run, sklearn_csv
+
+FX = Path(__file__).parent / "fixtures" / "mnist_tiny.pkl.gz"
+
+
+
+# California-shaped: MLP regression on a csv table, minibatches (the per-epoch ledger of AGT).
+def california(tmp: Path) -> list[str]:
+    return ["agtr", "dataset=csv", f"dataset.path={sklearn_csv(tmp, 'diabetes')}", "dataset.target=target",
+            "dataset.output_range=10", "model=mlp", "model.hidden=[6]", "train.steps=8", "train.batch_size=50",
+            "train.lr=0.05", "staircase.k_max=8", "privacy.epsilons=[1]", "privacy.n_draws=3"]
+
+
+# mnist5-shaped: the softmax head of AGS on the tiny MNIST fixture, with DP-SGD and PATE baselines.
+MNIST = ["ags", "dataset=mnist5", f"dataset.path={FX}", "dataset.n_public=10", "dataset.public_split=[5,5]",
+         "train.steps=4", "privacy.epsilons=[1]", "privacy.n_draws=3", "ags.baselines=[dpsgd_matched,pate]"]
+
+
+def csvs(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.glob("*.csv"))}
+
+
+def interrupted_then_resumed(argv, out: Path, at: int, monkeypatch, *, how: str = "resume") -> Path:
+    """``argv`` interrupted by SIGTERM after ``at`` loop steps (a checkpoint after every step),
+    then continued by ``certdp resume`` or by the same command with ``resume=true``."""
+    final = out / argv[0] / ("csv" if argv[0] == "agtr" else "mnist5") / "cut"
+    monkeypatch.setenv(checkpoint.TEST_SIGNAL_ENV, str(at))
+    code, err = run([*argv, "run=cut", "checkpoint_minutes=0"], out)
+    monkeypatch.delenv(checkpoint.TEST_SIGNAL_ENV)
+    ck = results.resumable_dir(final)
+    assert code == 143 and "its checkpoint is kept" in err, err
+    assert not final.exists() and (ck / checkpoint.STATE_FILE).is_file()
+    # never a finished run: no config.yaml/run.json at its top, a name no run may carry
+    assert not (ck / results.CONFIG_FILE).exists() and not (ck / results.RUN_MARKER).exists()
+    assert not results.is_run_dir_name(ck.name) and results.run_kind(ck) is None
+    if how == "resume":
+        code, err = run(["resume", str(final)], out)
+    else:
+        code, err = run([*argv, "run=cut", "resume=true"], out)
+    assert code == 0, err
+    assert not ck.exists()                    # the run landed: its checkpoint is spent
+    return final
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted runs' CSVs."""
+    tmp = tmp_path_factory.mktemp("ref")
+    out = {}
+    for name, argv in (("california", california(tmp)), ("mnist", MNIST)):
+        code, err = run([*argv, "run=full"], tmp / name)
+        assert code == 0, err
+        out[name] = (argv, csvs(tmp / name / argv[0] / ("csv" if name == "california" else "mnist5") / "full"))
+    return out
+
+
+# Steps of all loops together: California: nominal 8, AGT 8; mnist5: nominal 4, AGT 4, DP-SGD 4 x 2, PATE 4.
+@pytest.mark.parametrize("name,at,how", [("california", 3, "resume"),          # inside nominal training
+                                         ("california", 11, "resume=true"),    # inside AGT's ledger
+                                         ("california", 16, "resume"),         # AGT's last step
+                                         ("mnist", 2, "resume"),               # nominal training
+                                         ("mnist", 6, "resume=true"),          # AGT
+                                         ("mnist", 14, "resume")])             # the second DP-SGD trajectory
+def test_interrupted_and_resumed_run_writes_the_same_csvs(name, at, how, reference, tmp_path, monkeypatch):
+    argv, ref = reference[name]
+    final = interrupted_then_resumed(argv, tmp_path / "o", at, monkeypatch, how=how)
+    got = csvs(final)
+    assert got.keys() == ref.keys() and got == ref, [k for k in ref if got.get(k) != ref[k]]
+
+
+def test_a_planted_restore_bug_is_caught(reference, tmp_path, monkeypatch):
+    """A checkpoint that records its state one step late (resume repeats a step of AGT's ledger)
+    changes the CSVs: the comparison above catches it."""
+    argv, ref = reference["california"]
+    snapshot = checkpoint.Session._snapshot
+
+    def one_step_late(self, lp, state, done):
+        snapshot(self, lp, state, done)
+        if not done:
+            self.entries[lp.key]["step"] = lp.step - 1
+    monkeypatch.setattr(checkpoint.Session, "_snapshot", one_step_late)
+    final = interrupted_then_resumed(argv, tmp_path / "o", 11, monkeypatch)
+    got = csvs(final)
+    assert got.keys() == ref.keys() and got["certificate.csv"] != ref["certificate.csv"]
+
+
+def test_a_resume_with_other_settings_is_refused(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    monkeypatch.setenv(checkpoint.TEST_SIGNAL_ENV, "2")
+    code, err = run([*MNIST, "run=cut", "checkpoint_minutes=0"], out)
+    monkeypatch.delenv(checkpoint.TEST_SIGNAL_ENV)
+    assert code == 143
+    ck = results.resumable_dir(out / "ags" / "mnist5" / "cut")
+    for extra, key in ((["run=cut", "train.lr=0.5", "resume=true"], "train.lr"),
+                       (["train.steps=5", "resume=true"], "train.steps")):         # found by its settings, not its name
+        code, err = run([*MNIST, *extra], out)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0].startswith("certdp: error: resume: ") and key in lines[0] and "; allowed: " in lines[0]
+    code, err = run([*MNIST, "run=cut"], out)                  # a fresh run would replace the checkpoint
+    assert code == 2 and "resume=true" in err and len(err.strip().splitlines()) == 1
+    code, err = run(["resume", str(ck), "train.lr=0.5"], out)
+    assert code == 2 and err.startswith("certdp: error: resume: 'train.lr=0.5' cannot be set")
+    assert (ck / checkpoint.STATE_FILE).is_file()                # every refusal left it as it was
+    code, err = run([*MNIST, "resume=true"], out)                # the same settings, no run=: the newest checkpoint
+    assert code == 0, err
+    assert (out / "ags" / "mnist5" / "cut" / "results.csv").is_file() and not ck.exists()
+
+
+def test_progress_records_in_the_log(tmp_path):
+    out = tmp_path / "o"
+    code, err = run([*california(tmp_path), "run=p", "progress_seconds=0"], out)
+    assert code == 0, err
+    log = (out / "agtr" / "csv" / "p" / "log.txt").read_text()
+    lines = [ln for ln in log.splitlines() if "progress: " in ln]
+    assert any("progress: nominal step 8/8" in ln for ln in lines)
+    agt = [ln for ln in lines if "progress: agt step" in ln]
+    assert len(agt) == 8 and "radii=8" in agt[0] and "elapsed" in agt[0] and "remaining" in agt[0]
