@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 from certdp import DTYPE, checkpoint
-from certdp.certify import Experiment
+from certdp.certify import Experiment, spent
 from certdp.metrics import accuracy
 from certdp.privacy import noise
 from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
@@ -310,6 +310,6 @@ def baseline_rows(exp: Experiment, arms, pv, *, plan=None) -> list[dict]:
                                      **end_to_end(epsilon=eps, delta=delta,
                                                   candidates=r["trained"] if r["trained"] > r["draws"] else 1)})
             log.info("baselines eps=%g %s: %s", eps, regime,
-                     ", ".join(f"{r['arm']}({r.get('composition')})={r['accuracy_median']:.3f}"
+                     ", ".join(f"{r['arm']}({r.get('composition')})={r['accuracy_median']:.3f} {spent(r, ds)}"
                                for r in rows if r["epsilon"] == eps and r["regime"] == regime))
     return rows

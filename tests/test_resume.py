@@ -126,3 +126,28 @@ def test_progress_records_in_the_log(tmp_path):
     assert any("progress: nominal step 8/8" in ln for ln in lines)
     agt = [ln for ln in lines if "progress: agt step" in ln]
     assert len(agt) == 8 and "radii=8" in agt[0] and "elapsed" in agt[0] and "remaining" in agt[0]
+
+
+def test_the_iris_summary_says_what_the_tuned_arms_spent(tmp_path):
+    """The terminal summary of `certdp ags` on a csv table shows, beside each arm's accuracy, the
+    epsilon it really spent (results.csv's epsilon_end_to_end where it differs) and dp_end_to_end."""
+    import pandas as pd
+    from test_e2e import CLS, TINY_BASELINES
+    out = tmp_path / "o"
+    grids = [a for a in TINY_BASELINES if not a.startswith(("dpsgd.optimised.grid.lr=", "pate.teachers="))]
+    code, err = run(["ags", "dataset=csv", f"dataset.path={sklearn_csv(tmp_path, 'iris')}", "dataset.target=target",
+                     "dataset.task=multiclass", "run=s", *CLS, *grids, "dpsgd.optimised.grid.lr=[0.5,1.0]",
+                     "pate.teachers=[2,3]"], out)
+    assert code == 0, err
+    run_dir = out / "ags" / "csv" / "s"
+    res = pd.read_csv(run_dir / "results.csv")
+    log = (run_dir / "log.txt").read_text()
+    tuned = res[res.epsilon_end_to_end > res.epsilon + 1e-9]
+    assert len(tuned) >= 2                                    # DP-SGD optimised and PATE choose among candidates
+    for r in res.itertuples():
+        if r.arm == "AGS":
+            continue
+        line = next(ln for ln in log.splitlines() if f"baselines eps={r.epsilon:g} {r.regime}:" in ln)
+        item = next(p for p in line.split(": ", 1)[1].split("], ") if p.startswith(f"{r.arm}({r.composition})="))
+        assert f"dp_end_to_end={'true' if r.dp_end_to_end else 'false'}" in item
+        assert (f"eps_end_to_end={r.epsilon_end_to_end:g}" in item) == (r.epsilon_end_to_end > r.epsilon + 1e-9), item

@@ -16,8 +16,8 @@ models an AGS run released (``released.json``, ``certdp predict``).
 from certdp.certify.core import (certify_predictions, certify_window, check_prediction_radii, envelopes,
                                  global_sensitivity, nominal, parameter_staircase, prediction_staircase,
                                  release_errors, trajectory_ceiling, trivial_cover)
-from certdp.certify.experiment import NO_DATA, Experiment, build_experiment, require_finite, with_provenance
+from certdp.certify.experiment import NO_DATA, Experiment, build_experiment, require_finite, spent, with_provenance
 
-__all__ = ["Experiment", "build_experiment", "require_finite", "with_provenance", "NO_DATA", "nominal", "envelopes", "certify_predictions",
+__all__ = ["Experiment", "build_experiment", "require_finite", "with_provenance", "spent", "NO_DATA", "nominal", "envelopes", "certify_predictions",
            "prediction_staircase", "global_sensitivity", "check_prediction_radii", "trajectory_ceiling",
            "release_errors", "trivial_cover", "parameter_staircase", "certify_window"]
