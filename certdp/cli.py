@@ -410,7 +410,7 @@ def figures_cmd(ctx: typer.Context,
         profile = choice(opts["profile"], "profile", allowed=F.PROFILES)
         jobs = integer(int(opts["jobs"]) if opts["jobs"].lstrip("-").isdigit() else opts["jobs"], "jobs", lo=1)
         if list_:
-            F.list_figures(profile, echo=say)
+            F.list_figures(profile, echo=say, out_root=opts["out_root"])
             return
         with handle_signals():
             try:

@@ -494,7 +494,6 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
     return entries
 
 
-def list_figures(profile: str = "quick", experiments: Path | None = None, echo=print) -> None:
-    for n, e in load_experiments(experiments).items():
-        specs = e.specs(profile)
-        echo(f"{n:<22} {len(specs):>3} run(s) [{profile}]  {e.title}")
+def list_figures(profile: str = "quick", experiments: Path | None = None, echo=print, out_root: str = "outputs") -> None:
+    from certdp.figure_times import list_figures as listed         # with each figure's time on this machine
+    listed(profile, experiments, echo=echo, out_root=out_root)

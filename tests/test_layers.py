@@ -35,7 +35,7 @@ LAYERS = [
     ("settings", ("certdp.settings",)),
     ("certify", ("certdp.certify", "certdp.baselines")),
     ("methods", ("certdp.methods",)),
-    ("interface", ("certdp.runs", "certdp.resuming", "certdp.cli", "certdp.figures", "certdp.plots")),
+    ("interface", ("certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.figures", "certdp.plots")),
 ]
 MAX_LINES = 500
 

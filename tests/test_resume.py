@@ -197,3 +197,29 @@ def test_a_long_pass_says_what_would_make_it_faster(caplog, monkeypatch):
         run_agt(m, m.init(0), x, x[:, 0], TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], progress=False)
     msg = next(r.getMessage() for r in caplog.records if "estimate" in r.getMessage())
     assert "faster: a GPU (device=cuda)" in msg and "staircase.k_max" in msg and "certdp resume" in msg
+
+
+def test_figures_list_shows_the_time_measured_on_this_machine(tmp_path):
+    """`certdp figures --list`: a figure not run here says so; once its runs are done, their
+    measured seconds (done.json) are its time; a run not done yet is the mean of the done ones."""
+    import json
+
+    from certdp import figures as F
+    from certdp.figure_times import figure_time, list_figures
+    from test_figures import TINY
+    exps = tmp_path / "experiments"
+    exps.mkdir()
+    (exps / "tiny_feasibility.yaml").write_text(TINY)
+    out = tmp_path / "out"
+    lines: list[str] = []
+    list_figures("quick", exps, echo=lines.append, out_root=str(out))
+    assert len(lines) == 1 and "not measured on this machine yet" in lines[0]
+    F.figures(None, profile="quick", out_root=out, experiments=exps, echo=lambda m: None)
+    lines.clear()
+    list_figures("quick", exps, echo=lines.append, out_root=str(out))
+    (r,) = [F.resolve(s, out) for s in F.load_experiments(exps)["tiny_feasibility"].specs("quick")]
+    secs = float(json.loads(r.done_path.read_text())["seconds"])
+    assert secs > 0 and "here (measured)" in lines[0], lines
+    done = type("Done", (), {"key": "a", "is_done": lambda self: True, "done": lambda self: {"seconds": 30.0}})()
+    todo = type("Todo", (), {"key": "b", "is_done": lambda self: False, "done": lambda self: {}})()
+    assert figure_time([done, todo, done]) == (60.0, 1, 2)          # shared runs once; the missing one: the mean
