@@ -33,14 +33,15 @@ def figure_time(resolved: list) -> tuple[float | None, int, int]:
     return sum(measured) + mean * (len(uniq) - len(measured)), len(measured), len(uniq)
 
 
-def list_figures(profile: str, experiments: Path | None = None, echo=print, out_root: str = "outputs") -> None:
+def list_figures(profile: str, experiments: Path | None = None, echo=print, out_root: str = "outputs", *,
+                 load, resolve) -> None:
     """One line per figure: its runs, its estimated time on this machine (measured or
-    extrapolated from its measured runs, labelled), its title."""
-    from certdp import figures as F
-    for n, e in F.load_experiments(experiments).items():
+    extrapolated from its measured runs, labelled), its title.  ``load(experiments)`` and
+    ``resolve(spec, out_root)``: :mod:`certdp.figures`' (which calls this)."""
+    for n, e in load(experiments).items():
         specs = e.specs(profile)
         try:
-            t, done, total = figure_time([F.resolve(s, Path(out_root)) for s in specs])
+            t, done, total = figure_time([resolve(s, Path(out_root)) for s in specs])
         except Exception:                     # a figure whose runs cannot be composed: listed without a time
             t, done, total = None, 0, len(specs)
         when = ("not measured on this machine yet" if t is None else

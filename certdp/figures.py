@@ -496,4 +496,4 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
 
 def list_figures(profile: str = "quick", experiments: Path | None = None, echo=print, out_root: str = "outputs") -> None:
     from certdp.figure_times import list_figures as listed         # with each figure's time on this machine
-    listed(profile, experiments, echo=echo, out_root=out_root)
+    listed(profile, experiments, echo=echo, out_root=out_root, load=load_experiments, resolve=resolve)

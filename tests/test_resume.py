@@ -205,18 +205,18 @@ def test_figures_list_shows_the_time_measured_on_this_machine(tmp_path):
     import json
 
     from certdp import figures as F
-    from certdp.figure_times import figure_time, list_figures
+    from certdp.figure_times import figure_time
     from test_figures import TINY
     exps = tmp_path / "experiments"
     exps.mkdir()
     (exps / "tiny_feasibility.yaml").write_text(TINY)
     out = tmp_path / "out"
     lines: list[str] = []
-    list_figures("quick", exps, echo=lines.append, out_root=str(out))
+    F.list_figures("quick", exps, echo=lines.append, out_root=str(out))
     assert len(lines) == 1 and "not measured on this machine yet" in lines[0]
     F.figures(None, profile="quick", out_root=out, experiments=exps, echo=lambda m: None)
     lines.clear()
-    list_figures("quick", exps, echo=lines.append, out_root=str(out))
+    F.list_figures("quick", exps, echo=lines.append, out_root=str(out))
     (r,) = [F.resolve(s, out) for s in F.load_experiments(exps)["tiny_feasibility"].specs("quick")]
     secs = float(json.loads(r.done_path.read_text())["seconds"])
     assert secs > 0 and "here (measured)" in lines[0], lines
