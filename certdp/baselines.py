@@ -108,7 +108,7 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
     full = b == n
     with checkpoint.current().loop("dpsgd", total=settings.steps, detail=f"draws={n_draws}") as lp:
         if lp.state is not None:                  # resumed: the trajectories and the generator as saved
-            theta = lp.state["theta"]
+            theta = lp.state["theta"].to(theta.device)
             lp.generator(gen)
 
         def state():

@@ -228,7 +228,7 @@ def dpsgd_poisson(model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
 
     with checkpoint.current().loop("dpsgd", total=steps) as lp:
         if lp.state is not None:                  # resumed: the trajectory and the generator as saved
-            state["theta"] = lp.state["theta"]
+            state["theta"] = lp.state["theta"].to(state["theta"].device)
             lp.generator(gen)
 
         def carried():
