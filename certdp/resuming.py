@@ -94,10 +94,15 @@ def _explicit_run() -> bool:
         return True
 
 
-def resume_session(command: str, d: dict, opts, paths: "results.RunPaths", *, interrupt):
+LOG_FILE = "log.txt"      # the interrupted processes' log, kept in the checkpoint folder
+
+
+def resume_session(command: str, d: dict, opts, paths: "results.RunPaths", *, interrupt,
+                   log_file: Path | None = None):
     """The run's checkpoint session and its paths, retargeted to the final path of the checkpoint
     it continues (the caller checks that path is free); ``interrupt(signum)`` raises a held
-    signal once its state is saved.  Refusals are :class:`ConfigError`.
+    signal once its state is saved.  Refusals are :class:`ConfigError`.  A resumed run's
+    ``log_file`` (its log.txt, just opened) starts with the log of the interrupted processes.
 
     The checkpoint folder is ``<final>.resumable``.  With ``resume=false`` a checkpoint already
     there is refused (a fresh run would replace it).  With ``resume=true`` the checkpoint beside
@@ -152,6 +157,7 @@ def resume_session(command: str, d: dict, opts, paths: "results.RunPaths", *, in
             if final != paths.final:
                 paths = results.RunPaths(staging=paths.staging, final=final)
             ck_dir, restored = chosen, entries
+            _carry_log(chosen / LOG_FILE, log_file, f"--- resumed from {chosen} ---\n")
             log.info("resume: continuing from the checkpoint %s (%d loop(s) saved)", chosen, len(entries))
         else:
             log.info("resume: no checkpoint of these settings; starting from the first step")
@@ -170,9 +176,22 @@ def _isatty(stream) -> bool:
         return False
 
 
-def keep_checkpoint(session) -> "checkpoint.Session | None":
+def _carry_log(src: Path | None, dest: Path | None, marker: str = "") -> None:
+    """Append the log ``src`` (and ``marker``) to ``dest``; a log that cannot be carried is not
+    a reason to fail a run."""
+    if src is None or dest is None or not src.is_file():
+        return
+    try:
+        with open(dest, "a", encoding="utf-8") as f:
+            f.write(src.read_text(encoding="utf-8", errors="replace") + marker)
+    except OSError:
+        pass
+
+
+def keep_checkpoint(session, *, log_file: Path | None = None) -> "checkpoint.Session | None":
     """After an interruption: save what the session holds (finished loops, each open loop's last
-    saved step) and return it when a checkpoint folder now exists."""
+    saved step), keep the process's ``log_file`` beside it, and return the session when a
+    checkpoint folder now exists."""
     if session is None or session.folder is None:
         return None
     try:
@@ -180,7 +199,14 @@ def keep_checkpoint(session) -> "checkpoint.Session | None":
             session.save()
     except OSError:
         pass
-    return session if (session.folder / checkpoint.STATE_FILE).is_file() else None
+    if not (session.folder / checkpoint.STATE_FILE).is_file():
+        return None
+    if log_file is not None and log_file.is_file():     # the whole log: the resumed run's log.txt starts with it
+        try:
+            results.atomic_write_text(session.folder / LOG_FILE, log_file.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            pass
+    return session
 
 
 def replay_config(run_dir: str, args: list[str], *, commands, out_root_of) -> tuple[str, Path, dict, list]:

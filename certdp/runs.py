@@ -396,7 +396,8 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             inputs = results.input_records(d)        # the files as this run reads them (run.json)
             results.write_config(paths.staging / results.CONFIG_FILE, d)
             from certdp.resuming import resume_session
-            session, resumed = resume_session(command, d, settings.run, paths, interrupt=_interrupt_now)
+            session, resumed = resume_session(command, d, settings.run, paths, interrupt=_interrupt_now,
+                                              log_file=paths.staging / "log.txt")
             if resumed != paths:                 # the newest checkpoint of these settings names the run
                 paths = resumed
                 _refuse_taken(paths, overwrite)
@@ -429,10 +430,10 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             raise
         except (ConfigError, DataUnavailable) as e:
             results.discard(paths)
-            if session is not None and session.folder is not None:     # these settings cannot complete
-                shutil.rmtree(session.folder, ignore_errors=True)
-            fail(data_refusal(e) if isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
-                 else str(e))
+            data = isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
+            if session is not None and session.folder is not None and not data:
+                shutil.rmtree(session.folder, ignore_errors=True)     # these settings cannot complete
+            fail(data_refusal(e) if data else str(e))
         except OSError as e:
             if landed is None:
                 results.discard(paths)
@@ -442,10 +443,10 @@ def execute(command: str, target: str, cfg, out_dir: Path) -> None:
             ignore_signals()
             if landed is not None:
                 interrupted(e, f"the run had finished: {landed}")
+            from certdp.resuming import keep_checkpoint
+            kept = keep_checkpoint(session, log_file=paths.staging / "log.txt")
             results.discard(paths)
             what = f"({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)")
-            from certdp.resuming import keep_checkpoint
-            kept = keep_checkpoint(session)
             if kept:
                 what += (f"; its checkpoint is kept: continue with `certdp resume {kept.folder}` or the same "
                          "command with resume=true")

@@ -49,6 +49,8 @@ def interrupted_then_resumed(argv, out: Path, at: int, monkeypatch, *, how: str 
         code, err = run([*argv, "run=cut", "resume=true"], out)
     assert code == 0, err
     assert not ck.exists()                    # the run landed: its checkpoint is spent
+    log = (final / "log.txt").read_text()     # the interrupted process's log, then the resumed one's
+    assert log.index("checkpoint: saved") < log.index("--- resumed from") < log.index("wrote ")
     return final
 
 
