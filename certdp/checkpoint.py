@@ -204,7 +204,7 @@ class Session:
         self.counts: dict = {}
         self.pending: int | None = None
         self.t_start = self.last_save = self.last_record = time.perf_counter()
-        self.saved_steps = 0
+        self.dirty = False          # entries changed since the last save
         self.ticks = 0
         at = os.environ.get(TEST_SIGNAL_ENV, "")
         self.signal_at = int(at) if at.strip().isdigit() else None
@@ -233,6 +233,7 @@ class Session:
 
     def _snapshot(self, lp: Loop, state: Callable[[], dict], done: bool) -> None:
         self.entries[lp.key] = {"step": lp.step, "state": _detach(state()), "rng": rng_state(), "done": done}
+        self.dirty = True
         # the loops opened inside an earlier step of this one are never opened again
         inner = f"{lp.key}@"
         for k in [k for k in self.entries if k.startswith(inner)]:
@@ -276,7 +277,7 @@ class Session:
         torch.save({"format": STATE_FORMAT, "entries": self.entries}, buf)
         results.atomic_write_bytes(self.folder / STATE_FILE, buf.getvalue())
         self.last_save = time.perf_counter()
-        self.saved_steps = sum(int(e["step"]) for e in self.entries.values())
+        self.dirty = False
         where = ", ".join(f"{k} at {int(e['step'])}" + (" (done)" if e.get("done") else "")
                           for k, e in self.entries.items() if not e.get("done"))
         plog.info("checkpoint: saved %s%s", self.folder, f" ({where})" if where else "")

@@ -195,7 +195,7 @@ def keep_checkpoint(session, *, log_file: Path | None = None) -> "checkpoint.Ses
     if session is None or session.folder is None:
         return None
     try:
-        if session.entries:
+        if session.dirty or (session.entries and not (session.folder / checkpoint.STATE_FILE).is_file()):
             session.save()
     except OSError:
         pass
