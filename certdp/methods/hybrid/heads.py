@@ -132,7 +132,7 @@ def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) ->
     engine = get_certificate(s.head.certificate)
     theta0 = model.init(s.seed)
     t0 = time.perf_counter()
-    env = run_agt(model, theta0, f.x_priv, f.y_priv, ts, ks, certificate=engine, progress=progress)
+    env = run_agt(model, theta0, f.x_priv, f.y_priv, ts, ks, certificate=engine, progress=progress, resumable="agt")
     secs = time.perf_counter() - t0
     env_pub = run_agt(model, theta0, f.x_pub, f.y_pub, ts, [1], certificate=engine, progress=False)
     w = (env_pub.hi[0] - env_pub.lo[0]).clamp(min=0)
