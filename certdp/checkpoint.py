@@ -177,8 +177,8 @@ class Loop:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.session._close(self)
+    def __exit__(self, exc_type, *exc):
+        self.session._close(self, act=exc_type is None)
         return False
 
 
@@ -224,9 +224,14 @@ class Session:
         self.stack.append(lp)
         return lp
 
-    def _close(self, lp: Loop) -> None:
+    def _close(self, lp: Loop, act: bool = True) -> None:
         if self.stack and self.stack[-1] is lp:
             self.stack.pop()
+        if act and not self.stack and self.pending is not None:     # a signal held past the last step
+            signum, self.pending = self.pending, None
+            self.save()
+            if self.interrupt is not None:
+                self.interrupt(signum)
 
     def in_loop(self) -> bool:
         return bool(self.stack)

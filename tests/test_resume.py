@@ -225,3 +225,18 @@ def test_figures_list_shows_the_time_measured_on_this_machine(tmp_path):
     done = type("Done", (), {"key": "a", "is_done": lambda self: True, "done": lambda self: {"seconds": 30.0}})()
     todo = type("Todo", (), {"key": "b", "is_done": lambda self: False, "done": lambda self: {}})()
     assert figure_time([done, todo, done]) == (60.0, 1, 2)          # shared runs once; the missing one: the mean
+
+
+def test_a_signal_held_past_a_loops_last_step_is_acted_on_when_the_loop_ends(tmp_path):
+    raised = []
+    s = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=None, progress_s=None,
+                           record={"format": checkpoint.STATE_FORMAT}, interrupt=raised.append)
+    with s.loop("nominal", total=2) as lp:
+        lp.tick(1, lambda: {"x": 1})
+        assert s.signal(15) and not s.signal(15)            # held once; a second one acts at once
+        lp.tick(2, lambda: {"x": 2})                         # the held signal: saved, then raised
+        assert raised == [15]
+        assert checkpoint.load(tmp_path / "r.resumable")[1]["nominal#0"]["step"] == 2
+        assert s.signal(2)                                   # held again, after the last step
+        lp.finish(lambda: {"x": 2})
+    assert raised == [15, 2] and checkpoint.load(tmp_path / "r.resumable")[1]["nominal#0"]["done"]
