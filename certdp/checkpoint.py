@@ -158,7 +158,7 @@ class Loop:
         self.step = int(entry["step"]) if entry is not None else 0
         self.finished = bool(entry and entry.get("done"))
         self.start_step = self.step
-        self.t0 = time.perf_counter()
+        self.t0 = self.t_second = time.perf_counter()
 
     def generator(self, gen: torch.Generator, name: str = "gen") -> torch.Generator:
         """``gen`` with the state it had at the checkpoint (a loop's own generator)."""
@@ -254,6 +254,15 @@ class Session:
             os.kill(os.getpid(), signal.SIGTERM)
         if self.progress_s is not None and now - self.last_record >= self.progress_s:
             self.progress(lp, now)
+        done = lp.step - lp.start_step
+        if done == 2 and lp.phase != "agt" and lp.total > lp.step:        # AGT has its own (Calibration)
+            left = (now - lp.t_second) * (lp.total - lp.step)
+            if left >= Calibration.hint_seconds:
+                log.info("%s estimate: %d steps, %.3g s per step: about %s to go (%s); the run saves a checkpoint "
+                         "every checkpoint_minutes (certdp resume RUN_DIR continues it)", lp.phase, lp.total,
+                         now - lp.t_second, _duration(left), lp.detail or "this phase")
+        elif done == 1:
+            lp.t_second = now                   # the first step compiles and allocates: timed from the second
         if self.pending is not None:
             signum, self.pending = self.pending, None
             if self.folder is not None:

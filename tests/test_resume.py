@@ -240,3 +240,14 @@ def test_a_signal_held_past_a_loops_last_step_is_acted_on_when_the_loop_ends(tmp
         assert s.signal(2)                                   # held again, after the last step
         lp.finish(lambda: {"x": 2})
     assert raised == [15, 2] and checkpoint.load(tmp_path / "r.resumable")[1]["nominal#0"]["done"]
+
+
+def test_a_long_loop_logs_its_estimate_after_its_second_step(caplog, monkeypatch):
+    monkeypatch.setattr(checkpoint.Calibration, "hint_seconds", 0.0)
+    s = checkpoint.Session(folder=None, interval_s=None, progress_s=None)
+    with caplog.at_level("INFO", logger="certdp"):
+        with s.loop("dpsgd", total=5, detail="draws=3") as lp:
+            for t in range(3):
+                lp.tick(t + 1, dict)
+    msgs = [r.getMessage() for r in caplog.records if "estimate" in r.getMessage()]
+    assert len(msgs) == 1 and msgs[0].startswith("dpsgd estimate: 5 steps") and "draws=3" in msgs[0]
