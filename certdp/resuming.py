@@ -97,6 +97,15 @@ def _explicit_run() -> bool:
 LOG_FILE = "log.txt"      # the interrupted processes' log, kept in the checkpoint folder
 
 
+def _multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:
+        return False
+
+
 def resume_session(command: str, d: dict, opts, paths: "results.RunPaths", *, interrupt,
                    log_file: Path | None = None):
     """The run's checkpoint session and its paths, retargeted to the final path of the checkpoint
@@ -133,7 +142,7 @@ def resume_session(command: str, d: dict, opts, paths: "results.RunPaths", *, in
                     chosen = c
                     break
                 mismatched.append((c, rec))
-            if chosen is None and mismatched:
+            if chosen is None and mismatched and not _multirun():     # a sweep's other jobs hold other settings
                 c, rec = mismatched[0]
                 diff = config_differences(rec.get("config") or {}, d)
                 raise ConfigError("resume", f"the checkpoint {c} holds other settings ({diff}); allowed: the "
