@@ -115,15 +115,16 @@ D, as the ceiling radius N of condition (C) needs).  So the ledger with IBP (top
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
 from dataclasses import dataclass
 from functools import partial
 
 import torch
 from tqdm.auto import tqdm
 
-from certdp import DTYPE
+from certdp import DTYPE, checkpoint
+from certdp.checkpoint import Calibration
 from certdp.bounds import check_device, check_supported, get_certificate
 from certdp.bounds.base import Certificate
 from certdp.bounds.interval import Interval, outward
@@ -193,49 +194,6 @@ def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
     return new_lo, new_hi
 
 
-class Calibration:
-    """The time estimate of one AGT pass, logged once after its first steps when the pass will
-    take longer than :attr:`min_seconds` (a request for the paper's radii on a CPU says what it
-    costs before the hours start).  The rate is the second step's (the first compiles and
-    allocates what later steps reuse; a pass of two steps or fewer takes the first's); every step
-    reads a number of the boxes back (the margins), so the times are the device's, not queued
-    work."""
-
-    min_seconds = 120.0
-
-    def __init__(self, *, steps: int, radii: int, engine: str, device):
-        self.steps, self.radii, self.engine, self.device = steps, radii, engine, torch.device(device)
-        self.skip = 1 if steps > 2 else 0          # steps left out of the rate
-        self.done = 0
-        self.t0 = self._start = time.perf_counter()
-        self.base = 0
-        self.estimate: float | None = None        # seconds for the whole pass, once known
-
-    def tick(self, n: int = 1) -> None:
-        """``n`` more steps done."""
-        self.done += n
-        if self.estimate is not None:
-            return
-        now = time.perf_counter()
-        if self.done <= self.skip:
-            self.t0, self.base = now, self.done
-            return
-        base = self.base if self.skip else 0
-        rate = (now - self.t0) / (self.done - base)
-        self.estimate = (now - self._start) + rate * (self.steps - self.done)     # elapsed + the rest
-        if self.estimate >= self.min_seconds:
-            log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step: about %s in all",
-                     self.engine, self.radii, self.steps, self.device, rate, _duration(self.estimate))
-
-
-def _duration(sec: float) -> str:
-    if sec < 120:
-        return f"{sec:.0f} s"
-    if sec < 7200:
-        return f"{sec / 60:.0f} min"
-    return f"{sec / 3600:.1f} h"
-
-
 def trivial_step(lo: torch.Tensor, hi: torch.Tensor, settings: TrainSettings) -> tuple[torch.Tensor, torch.Tensor]:
     """The step of any box when every clipped gradient coordinate may be anything in [-gamma,
     gamma] (a whole batch substituted), widened outward against rounding."""
@@ -261,7 +219,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
             plan: torch.Tensor | None = None,
             progress: bool = True, start_box: Interval | None = None,
             steps: range | None = None, trace: list | None = None,
-            device: torch.device | str | None = None) -> Envelopes:
+            device: torch.device | str | None = None, resumable: str | None = None) -> Envelopes:
     """Train nominally and certify envelopes for all radii ``k_values`` in one pass.
 
     ``start_box`` ([K, P]) lets a window start from existing envelopes (the radius-0 box starts
@@ -273,7 +231,8 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     theta'_t for every dataset within k substitutions (relational engines cap their intermediate
     bounds with them).  ``device`` (default: the device of ``x``): where every box and bound is
     computed; the inputs are moved there and the envelopes are returned there (float64 on every
-    device)."""
+    device).  ``resumable``: the phase name under which the box loop (per-step engines; a window
+    engine's pass is not cut) is checkpointed and reports progress (:mod:`certdp.checkpoint`)."""
     cert = certificate if certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
     dev = x.device if device is None else torch.device(device)
@@ -325,18 +284,49 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
     E = epoch_length(plan, n) if (window is None and not full
                                   and cert.substitutions == "per_epoch") else None
     clock = Calibration(steps=len(order), radii=K, engine=cert.name, device=dev)
+    ck = (checkpoint.current().loop(resumable, total=len(order), detail=f"radii={K} engine={cert.name}")
+          if resumable and not window and trace is None else contextlib.nullcontext())
     if E is not None and int(ks[0]) < b * E:
-        lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
-                                    settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade,
-                                    clock=clock)
+        with ck as lp:
+            lo, hi, theta = _run_ledger(cert, model, Interval(lo, hi), (c_lo, c_hi), theta, x, y, plan, order, qs,
+                                        settings, E=E, chunk=chunk, progress=progress, trace=trace, grade=grade,
+                                        clock=clock, lp=lp)
         nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
         return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
     if trace is not None and window:
         raise ValueError("trace needs a per-step engine")
     if window:
         cert.start_run(windows=len(blocks), steps=range(order[0], order[-1] + 1) if order else range(0))
-    it = tqdm(blocks, desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
-    for block in it:
+    with ck as lp:
+        lo, hi, theta = _box_loop(cert, model, lo, hi, theta, (c_lo, c_hi), x, y, plan, blocks, ks, settings,
+                                  full=full, window=window, n_live=n_live, q_live=q_live, chunk=chunk, b=b, grade=grade,
+                                  trace=trace, progress=progress, clock=clock, dev=dev, lp=lp)
+    # The released nominal: the trained parameters, inside the radius-0 box (the engine's bound on
+    # the same trajectory; they differ by rounding only).
+    nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
+    return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
+
+
+def _box_loop(cert, model, lo, hi, theta, cover, x, y, plan, blocks, ks, settings, *, full, window, n_live, q_live,
+              chunk, b, grade, trace, progress, clock, dev, lp):
+    """The per-step (or per-window) box loop of :func:`run_agt`: returns (lo, hi, theta) after the
+    last block; ``lp`` (a :class:`certdp.checkpoint.Loop` or None) restores and saves its state."""
+    K = len(ks)
+    c_lo, c_hi = cover
+    first = 0
+    if lp is not None and lp.state is not None:
+        st = lp.state
+        lo, hi, theta, c_lo, c_hi = (st[k].to(dev) for k in ("lo", "hi", "theta", "c_lo", "c_hi"))
+        first = lp.step
+        # the estimate counts the steps this process does (the first of them compiles)
+        clock.done = clock.base = sum(len(bl) for bl in blocks[:first])
+        clock.skip = clock.done + (1 if clock.steps - clock.done > 2 else 0)
+
+    def state():
+        return {"lo": lo, "hi": hi, "theta": theta, "c_lo": c_lo, "c_hi": c_hi}
+
+    it = tqdm(blocks[first:], desc=f"AGT[{cert.name}] |K|={K}", disable=not progress, leave=False)
+    for i, block in enumerate(it, start=first):
         if trace is not None:
             trace.append((lo[1:].clone(), hi[1:].clone()))
         new_theta = theta
@@ -369,10 +359,11 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torc
         theta = new_theta
         check_boxes(cert, lo, hi, theta, step=block[-1])
         clock.tick(len(block))
-    # The released nominal: the trained parameters, inside the radius-0 box (the engine's bound on
-    # the same trajectory; they differ by rounding only).
-    nominal = torch.minimum(torch.maximum(theta, lo[0]), hi[0])
-    return Envelopes(ks, lo[1:].clone(), hi[1:].clone(), nominal)
+        if lp is not None:
+            lp.tick(i + 1, state)
+    if lp is not None:
+        lp.finish(state)
+    return lo, hi, theta
 
 
 def check_boxes(cert: Certificate, lo: torch.Tensor, hi: torch.Tensor, theta: torch.Tensor, *, step: int) -> None:
@@ -420,7 +411,7 @@ def _intersect_down(lo, hi):
 
 
 def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, qs, settings, *, E, chunk,
-                progress, trace, grade, clock: Calibration | None = None):
+                progress, trace, grade, clock: Calibration | None = None, lp=None):
     """The per-epoch ledger (module docstring) over the steps ``order`` for the rows ``qs`` (radius 0
     first); returns (lo, hi, theta) with a row per entry of ``qs``."""
     lr, gamma = settings.lr, settings.clip
@@ -432,7 +423,20 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
     B_lo, B_hi = start.lo[:n_led].clone(), start.hi[:n_led].clone()
     wgrade = grade[:n_led]
     s = 0
-    it = tqdm(order, desc=f"AGT[{cert.name}, per-epoch] |K|={len(qs) - 1}", disable=not progress, leave=False)
+    first = 0
+    if lp is not None and lp.state is not None:       # a resumed pass: the ledger as it was after step `first`
+        st, dev = lp.state, B_lo.device
+        B_lo, B_hi, theta, c_lo, c_hi = (st[k].to(dev) for k in ("B_lo", "B_hi", "theta", "c_lo", "c_hi"))
+        s, first = int(st["s"]), lp.step
+        if clock is not None:
+            clock.done = clock.base = first
+            clock.skip = first + (1 if clock.steps - first > 2 else 0)
+
+    def state():
+        return {"B_lo": B_lo, "B_hi": B_hi, "theta": theta, "c_lo": c_lo, "c_hi": c_hi, "s": s}
+
+    it = tqdm(order[first:], desc=f"AGT[{cert.name}, per-epoch] |K|={len(qs) - 1}", disable=not progress,
+              leave=False)
 
     # the ledger step with the default hook is the plain sum of per-sample bounds: the base
     # aggregation slack (an engine's own joint step is not used here)
@@ -455,7 +459,7 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
         wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
         return _intersect_down(torch.maximum(B_lo - L - m - wid, c_lo), torch.minimum(B_hi + L + m + wid, c_hi))
 
-    for t in it:
+    for i, t in enumerate(it, start=first):
         if s > 0 and t % E == 0:
             B_lo, B_hi = fold(B_lo, B_hi, s)
             s = 0
@@ -483,6 +487,10 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
         s += 1
         if clock is not None:
             clock.tick()
+        if lp is not None:
+            lp.tick(i + 1, state)
+    if lp is not None:
+        lp.finish(state)
     B_lo, B_hi = fold(B_lo, B_hi, s)
     n_c = len(qs) - n_led
     lo = torch.cat([B_lo, c_lo.expand(n_c, -1)], 0)

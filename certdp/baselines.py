@@ -58,8 +58,8 @@ import math
 import numpy as np
 import torch
 
-from certdp import DTYPE
-from certdp.certify import Experiment
+from certdp import DTYPE, checkpoint
+from certdp.certify import Experiment, spent
 from certdp.certify.pate import pate_classification
 from certdp.metrics import accuracy
 from certdp.privacy import noise
@@ -103,10 +103,20 @@ def dpsgd_matched(model, theta0, x, y, settings: TrainSettings, plan, *, regime:
                           n_params=model.n_params, compositions=c, basic=basic)
     theta = theta0.to(DTYPE).expand(n_draws, -1).clone()
     full = b == n
-    for t in range(settings.steps):
-        xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-        z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
-        theta = clipped_step(model, theta, xb, yb, settings, noise=scale * z)
+    with checkpoint.current().loop("dpsgd", total=settings.steps, detail=f"draws={n_draws}") as lp:
+        if lp.state is not None:                  # resumed: the trajectories and the generator as saved
+            theta = lp.state["theta"].to(theta.device)
+            lp.generator(gen)
+
+        def state():
+            return {"theta": theta, "gen": gen}
+
+        for t in range(lp.step, settings.steps):
+            xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
+            z = (noise.laplace if regime == "pure" else noise.gaussian)(gen, theta.shape)
+            theta = clipped_step(model, theta, xb, yb, settings, noise=scale * z)
+            lp.tick(t + 1, state)
+        lp.finish(state)
     return theta
 
 
@@ -232,6 +242,6 @@ def baseline_rows(exp: Experiment, arms, pv, *, plan=None) -> list[dict]:
                                      **end_to_end(epsilon=eps, delta=delta,
                                                   candidates=r["trained"] if r["trained"] > r["draws"] else 1)})
             log.info("baselines eps=%g %s: %s", eps, regime,
-                     ", ".join(f"{r['arm']}({r.get('composition')})={r['accuracy_median']:.3f}"
+                     ", ".join(f"{r['arm']}({r.get('composition')})={r['accuracy_median']:.3f} {spent(r, ds)}"
                                for r in rows if r["epsilon"] == eps and r["regime"] == regime))
     return rows

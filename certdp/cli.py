@@ -48,6 +48,9 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, str]]] = {
                ("certdp hybrid profile=cpu", "certdp hybrid")),
 }
 
+# the commands that are not one runner each (certdp list and usage errors name them all)
+EXTRA_COMMANDS = ("rerun", "resume", "predict", "figures", "list")
+
 GROUPS_HELP = ("Config groups (pick with GROUP=OPTION; `certdp list` shows options): dataset, model, train, "
                "certificate, staircase, privacy.  Any key can be set (train.steps=5), added (+key=v) or "
                "removed (~key); -m/--multirun sweeps comma lists; --cfg job prints the composed config.")
@@ -149,8 +152,9 @@ for _name in COMMANDS:
     _make_command(_name)
 
 
-RERUN_SETTINGS = ("out_root", "run", "overwrite", "progress")
-RERUN_DROPPED = ("run", "out_root", "overwrite")     # where and how the old run was written, not what it computed
+RERUN_SETTINGS = ("out_root", "run", "overwrite", "progress", "checkpoint_minutes", "progress_seconds")
+# where and how the old run was written, not what it computed
+RERUN_DROPPED = ("run", "out_root", "overwrite", "resume")
 
 
 def _out_root_of(run_dir: Path, command: str, dataset: str) -> Path | None:
@@ -223,6 +227,48 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
       certdp rerun outputs/agtr/linear/2026-01-31_12-00-00_3fa9 out_root=/tmp/check
     """
     rerun(run_dir, list(ctx.args))
+
+
+def resume(run_dir: str, args: list[str]) -> None:
+    """Continue an interrupted run from its checkpoint (``<run>.resumable``, written by
+    :mod:`certdp.checkpoint`): the recorded config is replayed with ``resume=true`` and the run's
+    own name and out_root, so it lands where the interrupted run would have landed, with the CSVs
+    the uninterrupted run would have written."""
+    import tempfile
+
+    from certdp.resuming import replay_config
+    try:
+        command, ck, primary, args = replay_config(run_dir, args, commands=tuple(COMMANDS), out_root_of=_out_root_of)
+    except ConfigError as e:
+        fail(str(e))
+    say(f"certdp resume: {command} from {ck}")
+    from omegaconf import OmegaConf
+    try:
+        tmp_ctx = tempfile.TemporaryDirectory(prefix="certdp-resume-")
+        (Path(tmp_ctx.name) / "resume.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
+    except OSError as e:
+        fail(f"TMPDIR: cannot write a temporary config ({e.strerror or e}); allowed: a writable TMPDIR")
+    with tmp_ctx:
+        dispatch(command, list(args), config_path=tmp_ctx.name, config_name="resume")
+
+
+@app.command("resume", context_settings=CTX)
+def resume_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RUN_DIR",
+                                                                   help="An interrupted run: its final path or its "
+                                                                        "<run>.resumable checkpoint folder.")):
+    """Continue an interrupted run from its last checkpoint (<run>.resumable, saved every
+    checkpoint_minutes and on SIGINT/SIGTERM): same settings (the checkpoint records them),
+    same run folder, and the CSVs an uninterrupted run writes.  Only progress=,
+    checkpoint_minutes= and progress_seconds= may be given.  The same command line with
+    resume=true continues the newest checkpoint of its settings as well.
+
+    Examples:
+
+      certdp resume outputs/agtr/california/2026-01-31_12-00-00_3fa9
+
+      certdp resume outputs/agtr/california/2026-01-31_12-00-00_3fa9.resumable checkpoint_minutes=2
+    """
+    resume(run_dir, list(ctx.args))
 
 
 PREDICT_USAGE = "SOURCE --input TABLE [--output FILE [--overwrite]] [--mechanism NAME] [--epsilon EPS]"
@@ -366,7 +412,7 @@ def list_cmd(what: Annotated[Optional[str], typer.Argument(
     say("accountants (compose: ags.composition; dpsgd: dpsgd.optimised.accountants, dpsgd.accountant):")
     for name, cls in ACCOUNTANTS.items():
         say(f"  {name:<16} {'+'.join(cls.uses):<14} {' '.join((cls.__doc__ or '').split())}")
-    say("commands: " + ", ".join(COMMANDS))
+    say("commands: " + ", ".join(list(COMMANDS) + list(EXTRA_COMMANDS)))
 
 
 @app.command("figures", context_settings=CTX)
@@ -405,7 +451,7 @@ def figures_cmd(ctx: typer.Context,
         profile = choice(opts["profile"], "profile", allowed=F.PROFILES)
         jobs = integer(int(opts["jobs"]) if opts["jobs"].lstrip("-").isdigit() else opts["jobs"], "jobs", lo=1)
         if list_:
-            F.list_figures(profile, echo=say)
+            F.list_figures(profile, echo=say, out_root=opts["out_root"])
             return
         with handle_signals():
             try:
@@ -432,7 +478,7 @@ def usage_line(e) -> str:
     where = f"certdp {sub}" if sub else "certdp"
     m = re.search(r"No such command '([^']+)'", msg)
     if m:
-        names = list(COMMANDS) + ["rerun", "predict", "list", "figures"]
+        names = list(COMMANDS) + list(EXTRA_COMMANDS)
         return f"{m.group(1)}: no such command; allowed: {', '.join(names)}"
     m = re.search(r"No such option: (\S+)", msg)
     if m:

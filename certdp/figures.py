@@ -62,12 +62,13 @@ from typing import Any
 import yaml
 
 from certdp.errors import ConfigError
+from certdp.resuming import RESUME_FREE_KEYS
 
 log = logging.getLogger("certdp")
 
 PROFILES = ("quick", "paper")
 LAUNCHERS = ("basic", "joblib", "submitit_local", "submitit_slurm")
-EXCLUDED_KEYS = ("run", "out_root", "overwrite", "progress", "config_format")
+EXCLUDED_KEYS = ("config_format",) + RESUME_FREE_KEYS      # how and where a run is carried out, not what
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -206,14 +207,15 @@ def resolve(spec: RunSpec, out_root: Path) -> Resolved:
 
 
 def command_line(r: Resolved, out_root: Path, launcher: str = "basic", launcher_args: tuple[str, ...] = ()) -> list[str]:
-    """The child's command line.  Only unfinished runs are run, so ``overwrite=true`` lets a
-    directory left by a failed or unmarked run be replaced (atomically, by the child)."""
+    """The child's command line.  Only unfinished runs are run (an interrupted one resumes), so
+    ``overwrite=true`` lets a directory left by a failed or unmarked run be replaced atomically."""
     argv = [sys.executable, "-m", "certdp.cli", r.spec.command]
     if launcher != "basic":
         # one-job sweep whose job folder is the run directory (the CLI stages it beside)
         argv += ["-m", f"hydra/launcher={launcher}", *launcher_args,
                  f"hydra.sweep.dir={r.run_dir.parent}", f"hydra.sweep.subdir={r.run_dir.name}"]
-    return argv + r.spec.argv[1:] + [f"out_root={out_root}", f"run=fig-{r.key}", "overwrite=true", "progress=false"]
+    return argv + r.spec.argv[1:] + [f"out_root={out_root}", f"run=fig-{r.key}", "overwrite=true", "progress=false",
+                                     "resume=true"]
 
 
 def display_command(r: Resolved, out_root: Path) -> str:
@@ -492,7 +494,6 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
     return entries
 
 
-def list_figures(profile: str = "quick", experiments: Path | None = None, echo=print) -> None:
-    for n, e in load_experiments(experiments).items():
-        specs = e.specs(profile)
-        echo(f"{n:<22} {len(specs):>3} run(s) [{profile}]  {e.title}")
+def list_figures(profile: str = "quick", experiments: Path | None = None, echo=print, out_root: str = "outputs") -> None:
+    from certdp.figure_times import list_figures as listed         # with each figure's time on this machine
+    listed(profile, experiments, echo=echo, out_root=out_root, load=load_experiments, resolve=resolve)

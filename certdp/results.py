@@ -50,6 +50,7 @@ log = logging.getLogger("certdp")
 
 INCOMPLETE = ".incomplete-"      # marks a staging directory: never a run
 REPLACED = ".replaced-"          # a finished run being replaced under overwrite=true
+RESUMABLE = ".resumable"         # the checkpoint folder of an interrupted run (certdp/checkpoint.py): never a run
 _TAG = secrets.token_hex(2)
 
 CONFIG_FILE = "config.yaml"      # the resolved config of a run
@@ -128,14 +129,14 @@ class RunPaths:
         if name in ("", ".", ".."):
             raise ValueError(f"the run directory must have a name of its own (got {name!r})")
         if not is_run_dir_name(name):
-            raise ValueError(f"the run directory's name {name!r} holds {INCOMPLETE!r} or {REPLACED!r}, which mark "
-                             "unfinished folders")
+            raise ValueError(f"the run directory's name {name!r} holds {INCOMPLETE!r}, {REPLACED!r} or "
+                             f"{RESUMABLE!r}, which mark unfinished folders")
         return cls(staging=p, final=p.with_name(name))
 
 
 def is_run_dir_name(name: str) -> bool:
-    """False for staging and replaced-run folders, which are never runs."""
-    return INCOMPLETE not in name and REPLACED not in name
+    """False for staging, replaced-run and checkpoint folders, which are never runs."""
+    return INCOMPLETE not in name and REPLACED not in name and RESUMABLE not in name
 
 
 def run_kind(path: str | os.PathLike) -> str | None:
@@ -195,8 +196,8 @@ def check_placement(final: str | os.PathLike) -> None:
     final = Path(os.path.abspath(final))
     for part in final.parts:
         if not is_run_dir_name(part):
-            raise RunPlacement(final, f"has a staging or replaced name ('{part}' holds {INCOMPLETE!r} or "
-                                      f"{REPLACED!r}, which mark unfinished folders)")
+            raise RunPlacement(final, f"has a staging or replaced name ('{part}' holds {INCOMPLETE!r}, "
+                                      f"{REPLACED!r} or {RESUMABLE!r}, which mark unfinished folders)")
     for up in final.parents:
         if run_kind(up) is not None:
             raise RunPlacement(final, f"lies inside the finished run {up}")
@@ -285,6 +286,12 @@ def set_aside_leftover(run_dir: Path) -> Path | None:
     aside = run_dir.with_name(f"{run_dir.name}{REPLACED}{os.getpid()}-{unique_suffix()}")
     os.rename(run_dir, aside)
     return aside
+
+
+def resumable_dir(final: str | os.PathLike) -> Path:
+    """The checkpoint folder of the run that lands at ``final`` (``<final>.resumable``)."""
+    final = Path(final)
+    return final.with_name(final.name + RESUMABLE)
 
 
 def discard(paths: RunPaths) -> None:

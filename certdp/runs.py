@@ -22,13 +22,14 @@ import errno
 import importlib
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
 
 import typer
 
-from certdp import __version__, results
+from certdp import __version__, checkpoint, results
 from certdp.errors import ConfigError
 from certdp.settings import parse as parse_settings
 
@@ -122,7 +123,8 @@ class ConsoleHandler(logging.StreamHandler):
     instead of logging's "--- Logging error ---" traceback on stderr."""
 
     def emit(self, record) -> None:
-        if STDOUT["error"] is None:
+        # progress records go to log.txt and (off a terminal) to stderr, not to the console log
+        if STDOUT["error"] is None and record.name != checkpoint.PROGRESS_LOGGER:
             super().emit(record)
 
     def handleError(self, record) -> None:
@@ -193,11 +195,38 @@ STAGED: dict = {"paths": None}      # the staging folder of the run in progress 
 LANDED: list = []                   # the run folders this command line completed
 
 
+# Seconds a signal may wait for the current step to end (and its state to be saved) before it is
+# acted on regardless: schedulers send SIGKILL some time after SIGTERM (Slurm and Kubernetes: 30 s).
+SIGNAL_GRACE_S = 20.0
+
+
 def _on_signal(signum, frame) -> None:
     _SIGNALS["last"] = signum
     if _SIGNALS["defer"]:
         _SIGNALS["pending"] = signum        # raised once the run directory is in place
         return
+    if checkpoint.current().signal(signum):  # a checkpointed loop saves at the end of its step, then raises
+        _arm_grace(signum)
+        return
+    raise Interrupted(signum)
+
+
+def _arm_grace(signum: int) -> None:
+    def expired(_s, _f):
+        raise Interrupted(signum)
+    try:
+        signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, SIGNAL_GRACE_S)
+    except (ValueError, OSError, AttributeError):     # not the main thread, or no SIGALRM: act at the step's end
+        pass
+
+
+def _interrupt_now(signum: int) -> None:
+    """Raise the held signal (its state saved): the grace timer is cancelled first."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except (ValueError, OSError, AttributeError):
+        pass
     raise Interrupted(signum)
 
 
@@ -372,6 +401,7 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
     from certdp.data.sources import DataUnavailable
     paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
     STAGED["paths"] = None              # from here on execute cleans up after itself
+    session: checkpoint.Session | None = None
     out_root = cfg.get("out_root", None)
     landed: Path | None = None
     with contextlib.ExitStack() as logs:     # log.txt is closed however the run ends
@@ -388,7 +418,15 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             settings = job_settings(command, d, job)
             inputs = results.input_records(d)        # the files as this run reads them (run.json)
             results.write_config(paths.staging / results.CONFIG_FILE, d)
+            from certdp.resuming import resume_session
+            session, resumed = resume_session(command, d, settings.run, paths, interrupt=_interrupt_now,
+                                              log_file=paths.staging / "log.txt")
+            if resumed != paths:                 # the newest checkpoint of these settings names the run
+                paths = resumed
+                _refuse_taken(paths, overwrite)
+            checkpoint.activate(session)
             frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
+            checkpoint.activate(None)
             # A runner may ask for a non-zero exit after its files are written (audit violations).
             code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
             if not code:
@@ -401,6 +439,8 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
                 except results.RunExists as e:
                     landed = results.commit_elsewhere(paths)
                     typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
+            if session is not None and session.folder is not None:
+                shutil.rmtree(session.folder, ignore_errors=True)      # the run landed: its checkpoint is spent
             for name, rows in written:
                 log.info("wrote %s (%d rows)", landed / name, rows)
             LANDED.append(landed)
@@ -413,8 +453,10 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             raise
         except (ConfigError, DataUnavailable) as e:
             results.discard(paths)
-            fail(data_refusal(e) if isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
-                 else str(e))
+            data = isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
+            if session is not None and session.folder is not None and not data:
+                shutil.rmtree(session.folder, ignore_errors=True)     # these settings cannot complete
+            fail(data_refusal(e) if data else str(e))
         except OSError as e:
             if landed is None:
                 results.discard(paths)
@@ -424,10 +466,17 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             ignore_signals()
             if landed is not None:
                 interrupted(e, f"the run had finished: {landed}")
+            from certdp.resuming import keep_checkpoint
+            kept = keep_checkpoint(session, log_file=paths.staging / "log.txt")
             results.discard(paths)
             what = f"({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)")
+            if kept:
+                what += (f"; its checkpoint is kept: continue with `certdp resume {kept.folder}` or the same "
+                         "command with resume=true")
             interrupted(e, f"this run was not written {what}; the {len(LANDED)} runs before it are complete"
                         if LANDED else f"nothing was written {what}")
+        finally:
+            checkpoint.activate(None)
 
 
 def data_refusal(e: Exception) -> str:

@@ -15,11 +15,12 @@ on every device.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
 
-from certdp import DTYPE
+from certdp import DTYPE, checkpoint
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 
@@ -127,24 +128,36 @@ def check_magnitudes(model: ModelSpec, settings: TrainSettings, *, input_bound: 
 
 def train(model: ModelSpec, theta_init: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
           settings: TrainSettings, plan: torch.Tensor | None = None,
-          steps: range | None = None, device: torch.device | str | None = None) -> torch.Tensor:
+          steps: range | None = None, device: torch.device | str | None = None,
+          resumable: str | None = None) -> torch.Tensor:
     """Run the nominal algorithm and return the final parameters.
 
     ``x`` may carry leading batch dims ([R, N, d]) with ``theta_init`` [R, P] to retrain R
     neighbouring datasets at once.  ``steps`` restricts training to a window of the plan
     (used by multi-release AGS).  ``device`` (default: that of ``x``): where training runs; the
-    parameters are returned there."""
+    parameters are returned there.  ``resumable``: the phase name under which the loop is
+    checkpointed and reports progress (:mod:`certdp.checkpoint`; None: neither)."""
     dev = x.device if device is None else torch.device(device)
     x = x.to(device=dev, dtype=DTYPE)
     y = model.loss.labels(y).to(dev)
     plan = (batch_plan(x.shape[-2], settings) if plan is None else plan).to(dev)
     theta = theta_init.to(device=dev, dtype=DTYPE).clone()
     full = plan.shape[1] == x.shape[-2]
-    for t in (range(settings.steps) if steps is None else steps):
-        if full:
-            xb, yb = x, y
-        else:
-            idx = plan[t]
-            xb, yb = x[..., idx, :], y[..., idx]
-        theta = clipped_step(model, theta, xb, yb, settings)
+    order = list(range(settings.steps) if steps is None else steps)
+    with (checkpoint.current().loop(resumable, total=len(order)) if resumable else contextlib.nullcontext()) as lp:
+        done = 0
+        if lp is not None and lp.state is not None:
+            theta, done = lp.state["theta"].to(dev), lp.step
+        for i in range(done, len(order)):
+            t = order[i]
+            if full:
+                xb, yb = x, y
+            else:
+                idx = plan[t]
+                xb, yb = x[..., idx, :], y[..., idx]
+            theta = clipped_step(model, theta, xb, yb, settings)
+            if lp is not None:
+                lp.tick(i + 1, lambda: {"theta": theta})
+        if lp is not None:
+            lp.finish(lambda: {"theta": theta})
     return theta

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent / "certdp"
 
 LAYERS = [
     ("base", ("certdp", "certdp.errors", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
-              "certdp.results", "certdp.registry")),
+              "certdp.results", "certdp.registry", "certdp.checkpoint")),
     ("bounds", ("certdp.bounds",)),
     ("training", ("certdp.training", "certdp.agt")),
     ("privacy", ("certdp.privacy",)),
@@ -35,7 +35,7 @@ LAYERS = [
     ("settings", ("certdp.settings",)),
     ("certify", ("certdp.certify", "certdp.baselines")),
     ("methods", ("certdp.methods",)),
-    ("interface", ("certdp.runs", "certdp.cli", "certdp.figures", "certdp.plots")),
+    ("interface", ("certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.figures", "certdp.plots")),
 ]
 MAX_LINES = 500
 

@@ -26,7 +26,7 @@ def nominal(exp: Experiment, theta0: torch.Tensor | None = None) -> torch.Tensor
     being finite is refused naming the step (lower ``train.lr``)."""
     theta0 = exp.model.init(exp.train.seed) if theta0 is None else theta0
     x, y, plan = exp.on_device
-    theta = train(exp.model, theta0, x, y, exp.train, plan=plan, device=exp.device).cpu()
+    theta = train(exp.model, theta0, x, y, exp.train, plan=plan, device=exp.device, resumable="nominal").cpu()
     if not torch.isfinite(theta).all():
         t = diverged_at(exp, theta0)
         raise ConfigError("train.lr", f"training diverged at step {t}: parameters not finite; "
@@ -44,7 +44,8 @@ def envelopes(exp: Experiment, *, theta_start: torch.Tensor | None = None, windo
     theta0 = exp.model.init(exp.train.seed) if theta_start is None else theta_start
     x, y, plan = exp.on_device
     env = run_agt(exp.model, theta0, x, y, exp.train, exp.ks, certificate=exp.engine, plan=plan,
-                  progress=progress, steps=None if window is None else range(*window), device=exp.device)
+                  progress=progress, steps=None if window is None else range(*window), device=exp.device,
+                  resumable="agt")
     env = Envelopes(env.k_values.cpu(), env.lo.cpu(), env.hi.cpu(), env.nominal.cpu())
     if not torch.isfinite(env.nominal).all():
         t = diverged_at(exp, theta0)
@@ -205,10 +206,12 @@ def build_engine(name: str, *, model: ModelSpec | None = None, **options) -> Cer
 
 
 def model_envelopes(model: ModelSpec, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, settings: TrainSettings,
-                    ks: list[int], *, engine: Certificate, progress: bool = False) -> Envelopes:
+                    ks: list[int], *, engine: Certificate, progress: bool = False,
+                    resumable: str | None = None) -> Envelopes:
     """AGT envelopes T_k (radii ``ks``) of ``model`` trained from ``theta0`` on (x, y) -- data
-    outside an :class:`Experiment` (the hybrid's head on encoder features), on x's device."""
-    return run_agt(model, theta0, x, y, settings, ks, certificate=engine, progress=progress)
+    outside an :class:`Experiment` (the hybrid's head on encoder features), on x's device;
+    ``resumable`` names the checkpointed loop (:mod:`certdp.checkpoint`)."""
+    return run_agt(model, theta0, x, y, settings, ks, certificate=engine, progress=progress, resumable=resumable)
 
 
 def certify_window(exp: Experiment, theta_start: torch.Tensor, window: tuple[int, int], *,

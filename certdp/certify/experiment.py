@@ -211,3 +211,25 @@ def with_provenance(frames: dict, provenance, *, device: str | torch.device) -> 
         df["device"] = str(torch.device(device))
         out[name] = df
     return out
+
+
+def spent(row, provenance) -> str:
+    """What a terminal summary shows beside a row's number: the epsilon the row really spent
+    (``epsilon_end_to_end``, shown where it differs from ``epsilon``: an arm that tuned among
+    privately trained candidates) and ``dp_end_to_end`` as :func:`with_provenance` sets it (the
+    dataset's flag, and the row's ``smoothness_proof`` where it has one).  ``row``: a mapping or
+    a namedtuple of the row's columns; ``provenance``: as for :func:`with_provenance`."""
+    import math
+
+    from certdp.data import Dataset, provenance as _prov
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    prov = _prov(provenance) if isinstance(provenance, Dataset) else dict(provenance)
+    proof = get("smoothness_proof", True)
+    dp = bool(prov["dp_end_to_end"]) and (proof is None or (isinstance(proof, float) and math.isnan(proof))
+                                          or bool(proof))
+    eps, e2e = get("epsilon"), get("epsilon_end_to_end")
+    parts = []
+    if e2e is not None and eps is not None and math.isfinite(float(e2e)) and not math.isclose(float(e2e), float(eps)):
+        parts.append(f"eps_end_to_end={float(e2e):g}")
+    parts.append(f"dp_end_to_end={'true' if dp else 'false'}")
+    return "[" + ", ".join(parts) + "]"

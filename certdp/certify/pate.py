@@ -43,10 +43,11 @@ def partition(n: int, shards: int, seed: int) -> torch.Tensor:
 
 
 def train_teachers(model: ModelSpec, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, parts: torch.Tensor,
-                   settings: TrainSettings) -> torch.Tensor:
+                   settings: TrainSettings, *, resumable: str | None = None) -> torch.Tensor:
     """The T shard models [T, P] ("teachers"), trained non-privately by the nominal algorithm in one
-    vectorised call (x [T, m, d]), every one from the same data-independent ``theta0`` [P]."""
-    return train(model, theta0.expand(parts.shape[0], -1), x[parts], y[parts], settings)
+    vectorised call (x [T, m, d]), every one from the same data-independent ``theta0`` [P];
+    ``resumable`` names the checkpointed loop (:mod:`certdp.checkpoint`)."""
+    return train(model, theta0.expand(parts.shape[0], -1), x[parts], y[parts], settings, resumable=resumable)
 
 
 def pate_labels(votes: torch.Tensor, *, regime: str, epsilon: float, delta: float, gen) -> torch.Tensor:
@@ -84,7 +85,8 @@ def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: 
         if n // T < 2:
             continue
         if T not in votes_cache:
-            teachers = train_teachers(model, model.init(exp.train.seed), x, y, blocks(perm, T), st)  # non-private
+            teachers = train_teachers(model, model.init(exp.train.seed), x, y, blocks(perm, T), st,
+                                      resumable="pate_teachers")                          # non-private
             pred = model.classify(teachers, xq)                          # [T, m_pool]
             cls = ((pred + 1) // 2).long() if binary else pred.long()
             votes_cache[T] = torch.nn.functional.one_hot(cls, C).sum(0).to(DTYPE)   # [m_pool, C]

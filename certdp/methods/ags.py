@@ -58,7 +58,7 @@ import torch
 
 from certdp.agt import Envelopes
 from certdp.baselines import baseline_rows, end_to_end
-from certdp.certify import Experiment, build_experiment, certify_window, nominal, with_provenance
+from certdp.certify import Experiment, build_experiment, certify_window, nominal, spent, with_provenance
 from certdp.certify import publish
 from certdp.certify.released import RELEASED_FORMAT
 from certdp.metrics import accuracy, majority_rate
@@ -199,8 +199,8 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
                      "accuracy_q25": float(np.quantile(acc, 0.25)), "accuracy_q75": float(np.quantile(acc, 0.75)),
                      "n_draws": pv.n_draws, "certificate": exp.engine.name, "k_max": ks[-1], "n_radii": len(ks),
                      **end_to_end(epsilon=rel.epsilon, delta=rel.delta, candidates=1)})
-        log.info("AGS %-10s eps=%-6g acc median %.4f (u=%.4g, beta=%.4g)", rel.name, rel.epsilon,
-                 rows[-1]["accuracy_median"], rows[-1]["u"], rows[-1]["beta"])
+        log.info("AGS %-10s eps=%-6g acc median %.4f (u=%.4g, beta=%.4g) %s", rel.name, rel.epsilon,
+                 rows[-1]["accuracy_median"], rows[-1]["u"], rows[-1]["beta"], spent(rows[-1], exp.dataset))
     if st.baselines:
         bpv = pv if st.baseline_draws is None else replace(pv, n_draws=st.baseline_draws)
         rows += [{**common, **r, "smoothness_proof": True} for r in baseline_rows(exp, st.baselines, bpv)]

@@ -27,7 +27,7 @@ import torch
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii,
                             global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
-                            with_provenance)
+                            spent, with_provenance)
 from certdp.certify import publish
 from certdp.errors import ConfigError
 from certdp.privacy.noise import release_source
@@ -148,6 +148,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     cert = staircase_frame(exp, sc, sorted(betas))
     summary = results[results.epsilon == 1.0][["arm", "mechanism", "regime", "mae", "mse", "ss_mean"]] if len(results) else results
     if len(summary):
+        summary = summary.assign(spent=[spent(r, ds) for r in results[results.epsilon == 1.0].to_dict("records")])
         log.info("at eps=1:\n%s", summary.to_string(index=False))
     out = with_provenance({"results": results, "certificate": cert, **extra}, ds, device=exp.device)
     pub = publish.frame_name("answers")

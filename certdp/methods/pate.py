@@ -77,7 +77,7 @@ from tqdm.auto import tqdm
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
                             global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
-                            with_provenance)
+                            spent, with_provenance)
 from certdp.certify.pate import partition, train_teachers
 from certdp.errors import ConfigError
 from certdp.privacy import noise
@@ -97,7 +97,7 @@ def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: 
                       xt: torch.Tensor) -> torch.Tensor:
     """Clipped test predictions [T, n] of the T shard models, trained in one vectorised call
     (x [T, m, d], theta [T, P]); every shard starts from the same data-independent init."""
-    theta = train_teachers(exp.model, exp.model.init(exp.train.seed), x, y, parts, exp.train)
+    theta = train_teachers(exp.model, exp.model.init(exp.train.seed), x, y, parts, exp.train, resumable="pate_shards")
     return _clip(exp.model.predict(theta, xt), exp.dataset.output_range)
 
 
@@ -331,8 +331,9 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     if len(summary):
         at1 = summary[np.isclose(summary.epsilon, 1.0)]
         if len(at1):
-            log.info("at eps=1 (best T per arm):\n%s", at1[["arm", "mechanism", "regime", "best_T", "error",
-                                                           "excess", "excess_vs_agtr", "gs_over_arm"]].to_string(index=False))
+            at1 = at1.assign(spent=[spent(r, ds) for r in at1.to_dict("records")])
+            log.info("at eps=1 (best T per arm):\n%s", at1[["arm", "mechanism", "regime", "best_T", "error", "excess",
+                                                           "excess_vs_agtr", "gs_over_arm", "spent"]].to_string(index=False))
     return with_provenance({"results": res, "summary": summary}, ds, device=exp.device)
 
 

@@ -41,7 +41,7 @@ from typing import Callable
 
 import torch
 
-from certdp import DTYPE
+from certdp import DTYPE, checkpoint
 from certdp.errors import ConfigError
 from certdp.privacy import noise
 from certdp.privacy.accounting import accountant_names, get_accountant
@@ -150,6 +150,16 @@ def dpsgd_poisson(model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
     def apply_update(noisy: dict[str, torch.Tensor], expected_batch: float) -> None:
         state["theta"] = state["theta"] - lr * noisy["theta"] / expected_batch
 
-    poisson_dpsgd(n=x.shape[0], steps=steps, sample_rate=sample_rate, clip=clip, sigma=sigma,
-                  clipped_grad_sum=clipped_grad_sum, apply_update=apply_update, generator_at=lambda _t: gen)
+    with checkpoint.current().loop("dpsgd", total=steps) as lp:
+        if lp.state is not None:                  # resumed: the trajectory and the generator as saved
+            state["theta"] = lp.state["theta"].to(state["theta"].device)
+            lp.generator(gen)
+
+        def carried():
+            return {"theta": state["theta"], "gen": gen}
+
+        poisson_dpsgd(n=x.shape[0], steps=steps, sample_rate=sample_rate, clip=clip, sigma=sigma,
+                      clipped_grad_sum=clipped_grad_sum, apply_update=apply_update, generator_at=lambda _t: gen,
+                      start=lp.step, after_step=lambda t: lp.tick(t, carried))
+        lp.finish(carried)
     return state["theta"]

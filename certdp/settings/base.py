@@ -15,8 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from certdp.data.params import Field, boolean, choice, integer, parse_settings, section, text
-from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED
+from certdp.data.params import Field, boolean, choice, integer, parse_settings, real, section, text
+from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED, RESUMABLE
 from certdp.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
@@ -119,8 +119,9 @@ def run_name(value: Any, key: str) -> str:
         if part in ("", ".", ".."):
             raise ConfigError(key, f"got {name!r} (a part is {part!r}, so the run would not be a folder of its own "
                                    f"below out_root); allowed: {allowed}")
-        if INCOMPLETE in part or REPLACED in part:
-            raise ConfigError(key, f"got {name!r} ({INCOMPLETE!r} and {REPLACED!r} mark unfinished folders); "
+        if INCOMPLETE in part or REPLACED in part or RESUMABLE in part:
+            raise ConfigError(key, f"got {name!r} ({INCOMPLETE!r}, {REPLACED!r} and {RESUMABLE!r} mark unfinished "
+                                   "folders); "
                                    f"allowed: {allowed}")
     return name
 
@@ -145,6 +146,10 @@ class RunOptions:
     config_format: int = 2       # the layout of config.yaml (certdp rerun refuses another)
     device: str = "cpu"          # the resolved device (cpu | cuda:N) of the ``device`` request
     device_request: str = "auto"  # the request itself (auto | cpu | cuda | cuda:N)
+    # checkpoints and progress (docs/resume-and-progress.md): how a run is carried out, not what it computes
+    resume: bool = False                        # continue from the checkpoint of these settings, if any
+    checkpoint_minutes: float | None = 5.0      # minutes between checkpoints (0: every step; null: only on a signal)
+    progress_seconds: float | None = 60.0       # seconds between progress records in log.txt (null: none)
 
     def require_cpu(self, what: str) -> None:
         """Refuse an explicit CUDA request for a command that computes on the CPU only (``auto``
@@ -173,6 +178,11 @@ def run_fields() -> dict[str, Field]:
                                help="the layout of config.yaml (certdp rerun reads back only this one; leave it out)"),
         "device": Field("auto", device_setting,
                         help="where training and AGT compute: auto (a GPU if seen) | cpu | cuda | cuda:N"),
+        "resume": Field(False, boolean, help="continue the checkpoint of a run with the same settings (certdp resume RUN_DIR)"),
+        "checkpoint_minutes": Field(5.0, partial(real, lo=0, none=True, null_means="checkpoints only on SIGINT/SIGTERM"),
+                                    help="minutes between checkpoints of the long loops (0: every step)"),
+        "progress_seconds": Field(60.0, partial(real, lo=0, none=True, null_means="no progress records"),
+                                  help="seconds between one-line progress records in log.txt (and stderr without a tty)"),
     }
 
 

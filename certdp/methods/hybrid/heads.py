@@ -132,7 +132,8 @@ def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) ->
     engine = build_engine(s.head.certificate, model=model)
     theta0 = model.init(s.seed)
     t0 = time.perf_counter()
-    env = model_envelopes(model, theta0, f.x_priv, f.y_priv, ts, ks, engine=engine, progress=progress)
+    env = model_envelopes(model, theta0, f.x_priv, f.y_priv, ts, ks, engine=engine, progress=progress,
+                          resumable="agt")
     secs = time.perf_counter() - t0
     env_pub = model_envelopes(model, theta0, f.x_pub, f.y_pub, ts, [1], engine=engine)
     w = (env_pub.hi[0] - env_pub.lo[0]).clamp(min=0)

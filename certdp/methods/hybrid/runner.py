@@ -15,9 +15,12 @@ from certdp.methods.hybrid.heads import ags_release, certify_head, dpsgd_head, m
 from certdp.methods.hybrid.lora import finetune
 from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_json, save_json
+from certdp.certify.experiment import spent
 from certdp.metrics import quantile_summary
 
 log = logging.getLogger("certdp")
+# SST-2: the encoder is public, PCA and thresholds are fitted on the public split
+PROVENANCE = {"dp_end_to_end": True, "scaling": "public"}
 
 
 def plan_cells(s: HybridSettings) -> list[tuple[int | None, float, str]]:
@@ -97,13 +100,12 @@ def run(s: HybridSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
         frames.append(frame)
         chosen = frame[frame.chosen]
         log.info("N=%d eps=%g: %s", n_eff, eps, ", ".join(
-            f"{a}={v:.4f}" for a, v in zip(chosen.arm + "/" + chosen.head_release.fillna(""), chosen.accuracy_median)))
+            f"{a}={r['accuracy_median']:.4f} {spent(r, PROVENANCE)}"
+            for a, r in zip(chosen.arm + "/" + chosen.head_release.fillna(""), chosen.to_dict("records"))))
     results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     log.info("hybrid finished in %.0f s", time.perf_counter() - t_start)
-    # SST-2: the encoder is public, PCA and thresholds are fitted on the public split
     from certdp.certify.experiment import with_provenance
-    return with_provenance({"results": results, "accounting": _accounting_frame(results)},
-                           {"dp_end_to_end": True, "scaling": "public"}, device="cpu")
+    return with_provenance({"results": results, "accounting": _accounting_frame(results)}, PROVENANCE, device="cpu")
 
 
 def end_to_end_columns(s: HybridSettings, frame: pd.DataFrame) -> pd.DataFrame:
