@@ -61,6 +61,19 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        + "\n\nExamples:\n\n  certdp agtr dataset=california\n\n  certdp ags dataset=mnist5"
                        + "\n\n  certdp rerun outputs/agtr/california/2026-01-31_12-00-00_3fa9")
 
+def _print_version(value: bool) -> None:
+    if value:
+        from certdp import __version__
+        typer.echo(f"certdp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the certdp version and exit.")) -> None:
+    pass
+
+
 CTX = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help", "-h"]}
 
 
