@@ -82,8 +82,8 @@ SELECTION_MODES = ("grid", "fixed")
 
 def config_dir() -> Path:
     """The Hydra config folder: ``$CERTDP_CONFIG_DIR``, the installed ``certdp/_configs`` or the
-    repository's ``configs/`` (:func:`shipped_dir`).  To override single files instead of the whole
-    folder, Hydra's ``--config-dir DIR`` puts ``DIR`` in front of it."""
+    repository's ``configs/`` (:func:`shipped_dir`).  A user's own configs: a copy of this folder,
+    edited, named by ``$CERTDP_CONFIG_DIR``."""
     return shipped_dir("configs", "CERTDP_CONFIG_DIR")
 
 
