@@ -215,6 +215,7 @@ def test_blobs_hinge_envelopes_sound_milp():
     assert viol == 0
 
 
+@pytest.mark.slow
 def test_logistic_head_envelopes_sound_shared_and_crown():
     g = torch.Generator().manual_seed(0)
     n = 60
