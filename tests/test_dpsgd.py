@@ -87,6 +87,7 @@ def _replace_one_eps(sigma: float, q: float, steps: int, delta: float) -> float:
     return _poisson_gaussian_eps(acc, sigma, q, steps, delta)
 
 
+@pytest.mark.slow
 def test_noise_multiplier_is_substitution_adjacent():
     """Every accountant's sigma meets the target under substitution of one record, checked by
     dp-accounting's replace-one PLD; the Opacus ones go through group privacy (k = 2), so their
@@ -172,6 +173,7 @@ def test_pate_gaussian_calibration():
     assert (lab == 1).all()
 
 
+@pytest.mark.slow
 def test_an_accountant_that_cannot_calibrate_is_a_one_line_config_error():
     """Under substitution, prv is asked for delta / (1 + e^{eps/2}) on add/remove (group privacy):
     at eps = 100 that is far below what opacus' PRV resolves -- a ConfigError naming the key that

@@ -66,6 +66,7 @@ def isolated(monkeypatch, tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
     cfg = tiny_cfg(tiny_encoder, isolated / "work")
     out = hybrid.run(hybrid_settings(cfg), progress=False)
@@ -106,6 +107,7 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
     assert len(trained) == 1 and "eps1=8 " in trained[0], trained
 
 
+@pytest.mark.slow
 def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatch, caplog):
     cfg = tiny_cfg(tiny_encoder, isolated / "a")           # T = 3 steps (q = 8/24)
     s = hybrid_settings(cfg)
