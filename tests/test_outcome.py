@@ -264,6 +264,7 @@ def test_one_private_cell_decides_nothing_and_the_release_passes_the_exact_loss_
     assert all(v <= 1 + 1e-9 for v in worst.values()), worst
 
 
+@pytest.mark.slow
 def test_the_readme_iris_command_with_a_private_row_of_100s_completes(folder):
     """The issue's case through the command line: ``certdp ags`` on iris with ``model=logistic``
     and one private row's features set to 100 ended with 'the envelope T_1 ... not finite'."""
