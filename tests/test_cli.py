@@ -22,6 +22,7 @@ def _run_dir(root: Path) -> Path:
     return dirs[0]
 
 
+@pytest.mark.slow
 def test_agtr_small_run_writes_valid_csvs(tmp_path):
     r = certdp("agtr", *SMALL, f"out_root={tmp_path}", "run=a")
     assert r.returncode == 0, r.stderr
@@ -94,6 +95,7 @@ def test_staircase_that_cannot_cover_n_without_gs_is_rejected(tmp_path):
     assert "staircase" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_list_shows_datasets_releases_and_accountants():
     from certdp.privacy import accounting, mechanisms
     r = certdp("list")
@@ -126,6 +128,7 @@ def test_unknown_keys_and_bad_sweeps_are_refused_before_any_job(tmp_path, args, 
     assert not list(tmp_path.rglob("*.csv"))
 
 
+@pytest.mark.slow
 def test_help_shows_groups_and_examples():
     r = certdp("agtr", "--help")
     assert r.returncode == 0 and "dataset" in r.stdout and "certdp agtr dataset=california" in r.stdout

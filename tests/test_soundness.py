@@ -123,6 +123,7 @@ def test_tau_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised()
     assert torch.allclose(a.hi, b.hi, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_compiled_fused_pass_matches_eager(monkeypatch):
     """The torch.compile'd pass (used for large problems) computes the same bounds."""
     monkeypatch.setattr(ibp, "COMPILE_MIN_ELEMENTS", 1)
