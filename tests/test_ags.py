@@ -278,6 +278,7 @@ def test_ags_cli_blobs_small(tmp_path):
     assert (res[res.arm == "AGS"].n_releases == 2).all()
 
 
+@pytest.mark.slow
 def test_sampling_ablation_shares_noise_between_compositions():
     """The sampling ablation's compositions of one (n, eps) cell use the same noise draws, so
     their accuracies differ only through the per-release budget: equal budgets (n = 1, or optimal

@@ -112,6 +112,7 @@ def _queries(m, seed):
     return boxes, src, subs, g
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,opts", ENGINES, ids=["ibp", "ibp-tau", "crown"])
 @pytest.mark.parametrize("widths,loss", MODELS)
 def test_shared_box_queries_match_the_pairing_and_are_sound(name, opts, widths, loss):

@@ -165,6 +165,7 @@ def test_contracting_step_contracts_the_envelope():
     assert (w["crown"] < 0.5 * w["ibp"]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("widths,loss,bs", [((1, 1), "mse", 4), ((3, 1), "hinge", 5), ((2, 3), "ce", None),
                                             ((2, 6, 1), "mse", 5)])
 def test_envelopes_contain_retrained_neighbours(widths, loss, bs):

@@ -198,6 +198,7 @@ def _compose(command, overrides):
         GlobalHydra.instance().clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset,k_gpu", [("mnist5", 4096), ("imdb", 512)])
 def test_the_proven_paper_radii_are_the_gpu_default(dataset, k_gpu):
     """device=cuda composes the paper's radii, every radius its own box (IBP top-k, no sharing,

@@ -112,6 +112,7 @@ def test_candidate_records_cover_both_signs_magnitudes_and_label_flips():
 
 
 # ---------------------------------------------------------------------------- planted bugs
+@pytest.mark.slow
 def test_dpaudit_catches_a_halved_cauchy_scale(tmp_path, monkeypatch):
     """A Cauchy release whose noise scale is halved (a planted bug in the mechanism) has exact loss
     1.59 > 1 on the pair the search finds; the audit's lower bound is above the claim (exit 1)."""

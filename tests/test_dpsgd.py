@@ -21,6 +21,7 @@ def _pld_gaussian_eps(sigma_over_sens: float, count: int, delta: float) -> float
     return acc.get_epsilon(delta)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps,c", [(1.0, 20), (5.0, 200), (20.0, 300)])
 def test_matched_gaussian_composes_to_target(eps, c):
     P, clip, delta = 9, 0.05, 1e-5
@@ -110,6 +111,7 @@ def test_noise_multiplier_is_substitution_adjacent():
     assert _poisson_gaussian_eps(add_remove, sig["pld"], q, steps, delta) < eps
 
 
+@pytest.mark.slow
 def test_calibrated_noise_is_within_target_and_nearly_smallest():
     q, steps, eps, delta = 0.05, 60, 1.0, 5e-6
     for acc in ("pld", "prv"):

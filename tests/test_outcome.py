@@ -243,6 +243,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run,cell,kind", CASES, ids=[f"{r}-{c}-{k}" for r, c, k in CASES])
 def test_one_private_cell_decides_nothing_and_the_release_passes_the_exact_loss_test(folder, run, cell, kind):
     frame, target, _ = _frame(run.split("-")[0])

@@ -344,6 +344,7 @@ STEP_CASES = [("ibp-mlp", (2, 5, 1), "mse", "ibp", {}), ("ibp-tau-mlp", (2, 5, 1
               ("crown-hinge", (3, 1), "hinge", "crown", {})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,widths,loss,cert,opts", STEP_CASES, ids=[c[0] for c in STEP_CASES])
 def test_one_step_nests_for_nested_boxes_and_a_substituted_record(name, widths, loss, cert, opts):
     """(M1)-(M3) at the step: for boxes B inside B' (shifted centres), the batch of D' with one

@@ -53,7 +53,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,widths,cert,bs,lr,clip", CASES, ids=[c[0] for c in CASES])
+# the full-batch MLP cases take the longest (measured): slow tier; the others stay in `make test`
+@pytest.mark.parametrize("name,widths,cert,bs,lr,clip",
+                         [pytest.param(*c, id=c[0], marks=(pytest.mark.slow,) if c[0].startswith("mlp-full") else ())
+                          for c in CASES])
 def test_envelopes_contain_retrained_neighbours(name, widths, cert, bs, lr, clip):
     gen = torch.Generator().manual_seed(11)
     n = 40
