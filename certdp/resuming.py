@@ -256,3 +256,49 @@ def replay_config(run_dir: str, args: list[str], *, commands, out_root_of) -> tu
     d = {**d, "out_root": str(out_root), "run": run, "resume": True, "overwrite": False}
     primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d}
     return command, ck, primary, [a for a in args if not a.startswith("out_root=")]
+
+
+# ---------------------------------------------------------------------------- certdp rerun
+RERUN_SETTINGS = ("out_root", "run", "overwrite", "progress", "checkpoint_minutes", "progress_seconds")
+# where and how the old run was written, not what it computed
+RERUN_DROPPED = ("run", "out_root", "overwrite", "resume")
+
+
+def out_root_of(run_dir: Path, command: str, dataset: str) -> Path | None:
+    """The folder that holds ``<command>/<dataset>/`` above ``run_dir`` (its out_root)."""
+    parts = run_dir.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i] == command and parts[i + 1] == dataset:
+            return Path(*parts[:i]) if i else Path(parts[0])
+    return None
+
+
+def rerun_config(run_dir: str, args: list[str], *, commands) -> tuple[str, Path, dict, list[str]]:
+    """(command, the run's config.yaml, Hydra primary config, warnings) that ``certdp rerun RUN_DIR``
+    replays.
+
+    The run's record is checked first (:func:`certdp.settings.record.load_run_record`: a
+    finished run, ``config.yaml`` unedited since the run, complete, of this layout); an input
+    file that changed since the run is a warning.  The config is replayed as Hydra's primary
+    config on top of ``configs/base.yaml`` (folders, logging), without the keys that only say
+    where the old run was written (``run``, ``out_root``, ``overwrite``): the new run gets a
+    fresh name under the same out_root (the folder holding ``<command>/<dataset>/`` above
+    ``run_dir``) unless ``out_root=``/``run=`` say otherwise.  Refusals are :class:`ConfigError`."""
+    from certdp.settings import config_dir
+    from certdp.settings.record import load_run_record
+    for a in args:
+        key = a.split("=", 1)[0]
+        if "=" not in a or key not in RERUN_SETTINGS:
+            raise ConfigError("rerun", f"'{a}' cannot be set; a rerun repeats the recorded config; allowed: "
+                              + ", ".join(f"{k}=..." for k in RERUN_SETTINGS))
+    rec = load_run_record(run_dir, commands=tuple(commands))
+    warnings = list(rec.warnings)
+    if rec.version != __version__:
+        warnings.append(f"the run was made by certdp {rec.version}, this is {__version__}")
+    d = dict(rec.config)
+    out_root = out_root_of(rec.run_dir.absolute(), rec.command, str(d["dataset"].get("name"))) or Path(str(d["out_root"]))
+    for k in RERUN_DROPPED:
+        d.pop(k, None)
+    primary = {"defaults": ["base", "_self_"], "hydra": {"searchpath": [f"file://{config_dir()}"]}, **d,
+               "out_root": str(out_root)}
+    return rec.command, rec.run_dir / results.CONFIG_FILE, primary, warnings

@@ -23,7 +23,6 @@ import importlib
 import logging
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 
@@ -32,6 +31,8 @@ import typer
 from certdp import __version__, checkpoint, results
 from certdp.errors import ConfigError
 from certdp.settings import parse as parse_settings
+from certdp.signals import (Interrupted, deferred_signals, handle_signals, ignore_signals, interrupt_now,  # noqa: F401
+                            interrupted, last_signal)
 
 log = logging.getLogger("certdp")
 
@@ -181,102 +182,8 @@ def file_log(path: Path):
     return log_handler(logging.FileHandler(path, encoding="utf-8"))
 
 
-# ------------------------------------------------------------------------------- signals
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-
-_SIGNALS: dict = {"defer": False, "pending": None, "last": None}
 STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
 LANDED: list = []                   # the run folders this command line completed
-
-
-# Seconds a signal may wait for the current step to end (and its state to be saved) before it is
-# acted on regardless: schedulers send SIGKILL some time after SIGTERM (Slurm and Kubernetes: 30 s).
-SIGNAL_GRACE_S = 20.0
-
-
-def _on_signal(signum, frame) -> None:
-    _SIGNALS["last"] = signum
-    if _SIGNALS["defer"]:
-        _SIGNALS["pending"] = signum        # raised once the run directory is in place
-        return
-    if checkpoint.current().signal(signum):  # a checkpointed loop saves at the end of its step, then raises
-        _arm_grace(signum)
-        return
-    raise Interrupted(signum)
-
-
-def _arm_grace(signum: int) -> None:
-    def expired(_s, _f):
-        raise Interrupted(signum)
-    try:
-        signal.signal(signal.SIGALRM, expired)
-        signal.setitimer(signal.ITIMER_REAL, SIGNAL_GRACE_S)
-    except (ValueError, OSError, AttributeError):     # not the main thread, or no SIGALRM: act at the step's end
-        pass
-
-
-def _interrupt_now(signum: int) -> None:
-    """Raise the held signal (its state saved): the grace timer is cancelled first."""
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    except (ValueError, OSError, AttributeError):
-        pass
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def handle_signals():
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while a command runs."""
-    old = {}
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, _on_signal)
-    except ValueError:                      # not the main thread: leave signals alone
-        pass
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
-@contextlib.contextmanager
-def deferred_signals():
-    """Let a run's final renames finish before a signal is acted on."""
-    _SIGNALS["defer"], _SIGNALS["pending"] = True, None
-    try:
-        yield
-    finally:
-        _SIGNALS["defer"] = False
-        pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
-        if pending is not None:
-            raise Interrupted(pending)
-
-
-def ignore_signals() -> None:
-    """During cleanup after an interruption a second signal must not cut the cleanup short."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except ValueError:
-            pass
-
-
-def last_signal() -> int | None:
-    """The last SIGINT/SIGTERM that :func:`handle_signals` turned into :class:`Interrupted`."""
-    return _SIGNALS["last"]
-
-
-def interrupted(e: KeyboardInterrupt, what: str) -> None:
-    signum = getattr(e, "signum", None) or _SIGNALS["last"] or signal.SIGINT
-    typer.echo(f"certdp: interrupted by {signal.Signals(signum).name}; {what}", err=True)
-    raise SystemExit(128 + signum)
 
 
 # ------------------------------------------------------------------------------- run folders
@@ -419,7 +326,7 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             inputs = results.input_records(d)        # the files as this run reads them (run.json)
             results.write_config(paths.staging / results.CONFIG_FILE, d)
             from certdp.resuming import resume_session
-            session, resumed = resume_session(command, d, settings.run, paths, interrupt=_interrupt_now,
+            session, resumed = resume_session(command, d, settings.run, paths, interrupt=interrupt_now,
                                               log_file=paths.staging / "log.txt")
             if resumed != paths:                 # the newest checkpoint of these settings names the run
                 paths = resumed

@@ -1,4 +1,4 @@
-"""Shared test setup: debug interval checks on, outputs and caches in temporary folders."""
+"""Shared test setup: debug interval checks on, a fixed global torch seed, golden-file checks."""
 
 import os
 
@@ -24,9 +24,8 @@ if _absl_logging is not None:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    # Keep the user's real cache (datasets fetched once) but never write outputs into the repo.
-    monkeypatch.setenv("CERTDP_OUT_TMP", str(tmp_path_factory.mktemp("out")))
+def _seeded():
+    # Every test starts from the same global torch seed (tests that draw without a generator).
     torch.manual_seed(0)
     yield
 

@@ -193,10 +193,7 @@ def test_blobs_hinge_envelopes_sound():
 
 
 def test_blobs_hinge_envelopes_sound_milp():
-    try:
-        milp = get_certificate("milp", frequency=2)
-    except ConfigError:
-        pytest.skip("MILP certificate not available in this build")
+    milp = get_certificate("milp", frequency=2)   # pulp and highspy are core dependencies: no skip
     x, y = _blobs(n=20)
     model = ModelSpec((8, 1), "hinge")
     st = TrainSettings(steps=4, lr=0.5, clip=0.05, batch_size=10, seed=0)
@@ -204,6 +201,7 @@ def test_blobs_hinge_envelopes_sound_milp():
     assert viol == 0
 
 
+@pytest.mark.slow
 def test_logistic_head_envelopes_sound_shared_and_crown():
     g = torch.Generator().manual_seed(0)
     n = 60
@@ -266,6 +264,7 @@ def test_ags_cli_blobs_small(tmp_path):
     assert (res[res.arm == "AGS"].n_releases == 2).all()
 
 
+@pytest.mark.slow
 def test_sampling_ablation_shares_noise_between_compositions():
     """The sampling ablation's compositions of one (n, eps) cell use the same noise draws, so
     their accuracies differ only through the per-release budget: equal budgets (n = 1, or optimal

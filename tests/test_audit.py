@@ -96,6 +96,7 @@ def test_smoothness_search_finds_no_violation_for_ibp():
     assert (sm["smoothness_violations"] == 0).all() and "_exit_code" not in out
 
 
+@pytest.mark.slow
 def test_smoothness_search_finds_no_violation_for_crown_on_the_issue_setting():
     """CROWN's relaxations are inclusion-monotone and its removal charge nests (the proof's (M1)-(M3),
     privacy/sensitivity.py): on the linear preset's training with N = 30 and dense radii 1..30,

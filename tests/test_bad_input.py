@@ -74,6 +74,9 @@ def with_base(base: list[str], extra: list[str]) -> list[str]:
 
 
 CASES: list = []
+# The fast tier (`make test`) keeps the first case of each command; every other case is marked
+# slow (`make test-all`): each in-process CLI run costs a Hydra composition (~0.3 s, measured).
+FAST_GROUPS: set = set()
 
 
 def case(command, extra, key, *, base=None):
@@ -82,7 +85,10 @@ def case(command, extra, key, *, base=None):
     flags = [a for a in extra if a in ("-m", "--multirun")]      # Hydra takes -m before the overrides
     rest = [a for a in extra if a not in flags]
     argv = [command] + flags + with_base(BASE.get(command, []) if base is None else base, rest)
-    CASES.append(pytest.param(argv, key if isinstance(key, tuple) else (key,),
+    group = command
+    marks = () if group not in FAST_GROUPS else (pytest.mark.slow,)
+    FAST_GROUPS.add(group)
+    CASES.append(pytest.param(argv, key if isinstance(key, tuple) else (key,), marks=marks,
                               id=f"{command}:{' '.join(extra)}".replace("{fx}/", "")))
 
 
@@ -347,6 +353,7 @@ CAPPED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv,keys", CAPPED)
 def test_huge_grids_are_refused_with_a_cap(argv, keys, tmp_path):
     limit = 6 << 30
@@ -407,30 +414,35 @@ def refused_or_finite(command: str, base: list[str], key: str, value, files: tup
         assert_refused(code, err, (key,), out)
 
 
+@pytest.mark.slow
 @PROPS
 @given(value=st.one_of(FLOATS, TEXT, st.integers(-10, 10**6)))
 def test_train_lr_refused_or_finite(value, tmp_path):
     refused_or_finite("agtr", LIN, "train.lr", value, ("results", "certificate"), tmp_path)
 
 
+@pytest.mark.slow
 @PROPS
 @given(value=st.one_of(st.lists(st.one_of(FLOATS, TEXT), min_size=0, max_size=3), FLOATS))
 def test_privacy_epsilons_refused_or_finite(value, tmp_path):
     refused_or_finite("agtr", LIN, "privacy.epsilons", value, ("results", "certificate"), tmp_path)
 
 
+@pytest.mark.slow
 @PROPS
 @given(value=st.one_of(st.integers(-10, 100_000), FLOATS, TEXT))
 def test_staircase_k_max_refused_or_finite(value, tmp_path):
     refused_or_finite("certify", LIN, "staircase.k_max", value, ("certificate", "envelopes"), tmp_path)
 
 
+@pytest.mark.slow
 @PROPS
 @given(value=st.one_of(st.floats(min_value=1e-3, max_value=2.0), st.floats(max_value=0), TEXT))
 def test_feasibility_step_refused_or_finite(value, tmp_path):
     refused_or_finite("feasibility", [], "feasibility.confidence.step", value, ("results", "peaks"), tmp_path)
 
 
+@pytest.mark.slow
 @PROPS
 @given(value=st.one_of(st.integers(-5, 60), FLOATS, TEXT))
 def test_ags_releases_n_refused_or_finite(value, tmp_path):
@@ -451,6 +463,7 @@ VALID = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv,files", VALID)
 def test_valid_input_runs_with_finite_results(argv, files, tables, tmp_path):
     if "staircase.k_max=1000000000" in argv:

@@ -41,12 +41,14 @@ QUICK = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_quick_benchmark_runs(script, tmp_path):
     out = _run(script, *QUICK[script], tmp_path=tmp_path)
     assert out.strip()
 
 
+@pytest.mark.slow
 def test_bench_table_prints_one_table(tmp_path):
     out = _run("bench_table.py", "--quick", "--devices", "cpu", "--only", "linear,blobs", tmp_path=tmp_path)
     lines = [ln for ln in out.splitlines() if ln.startswith(("linear", "blobs"))]

@@ -22,6 +22,7 @@ def _run_dir(root: Path) -> Path:
     return dirs[0]
 
 
+@pytest.mark.slow
 def test_agtr_small_run_writes_valid_csvs(tmp_path):
     r = certdp("agtr", *SMALL, f"out_root={tmp_path}", "run=a")
     assert r.returncode == 0, r.stderr
@@ -39,6 +40,7 @@ def test_agtr_small_run_writes_valid_csvs(tmp_path):
     assert not list(d.glob("*.part"))
 
 
+@pytest.mark.slow
 def test_same_config_and_seed_give_the_same_csv(tmp_path):
     for run in ("x", "y"):
         assert certdp("agtr", *SMALL, f"out_root={tmp_path}", f"run={run}").returncode == 0
@@ -47,6 +49,7 @@ def test_same_config_and_seed_give_the_same_csv(tmp_path):
     assert a == b
 
 
+@pytest.mark.slow
 def test_certify_and_cfg_job(tmp_path):
     r = certdp("certify", *SMALL, "--cfg", "job")
     assert r.returncode == 0 and "staircase:" in r.stdout and "k_max: 8" in r.stdout
@@ -57,12 +60,14 @@ def test_certify_and_cfg_job(tmp_path):
     assert (env.width_max.diff().dropna() >= -1e-15).all()      # nested envelopes widen with k
 
 
+@pytest.mark.slow
 def test_multirun_sweep(tmp_path):
     r = certdp("agtr", "-m", *SMALL, "privacy.releases=[cauchy]", "train.clip=0.5,1.0", f"out_root={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert len(list(tmp_path.rglob("results.csv"))) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,key", [
     ("dataset=nope", "dataset"),
     ("privacy.epsilons=[0,1]", "privacy.epsilons"),
@@ -82,6 +87,7 @@ def test_bad_input_is_one_line_naming_the_key(tmp_path, override, key):
     assert not list(tmp_path.rglob("results.csv"))
 
 
+@pytest.mark.slow
 def test_staircase_that_cannot_cover_n_without_gs_is_rejected(tmp_path):
     r = certdp("agtr", *SMALL, "dataset.output_range=null", "privacy.global_sensitivity=none", "staircase.include_n=false",
                "privacy.releases=[cauchy]", f"out_root={tmp_path}")
@@ -89,6 +95,7 @@ def test_staircase_that_cannot_cover_n_without_gs_is_rejected(tmp_path):
     assert "staircase" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_list_shows_datasets_releases_and_accountants():
     from certdp.privacy import accounting, mechanisms
     r = certdp("list")
@@ -104,6 +111,7 @@ def test_list_shows_datasets_releases_and_accountants():
         assert any(l.split()[:1] == [name] for l in r.stdout.splitlines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,key", [
     (["+privacy.epsilon=1"], "privacy.epsilon"),             # Hydra's own suggestion for a typo
     (["privacy.epsilon=1"], "privacy.epsilon"),
@@ -120,11 +128,13 @@ def test_unknown_keys_and_bad_sweeps_are_refused_before_any_job(tmp_path, args, 
     assert not list(tmp_path.rglob("*.csv"))
 
 
+@pytest.mark.slow
 def test_help_shows_groups_and_examples():
     r = certdp("agtr", "--help")
     assert r.returncode == 0 and "dataset" in r.stdout and "certdp agtr dataset=california" in r.stdout
 
 
+@pytest.mark.slow
 def test_blobs_crowntt_ags_and_the_basic_composition_arm(tmp_path):
     """certificate=crowntt through `certdp ags` (rows marked unproven), the per-epoch option on the
     command line, and the two matched DP-SGD arms labelled apart in results.csv."""

@@ -39,6 +39,7 @@ def _ibp_step(m, box, x, y, ks, st):
 HEADS = [((2, 1), "mse", 1.0), ((3, 1), "hinge", 1.0), ((3, 4), "ce", 0.6), ((2, 3), "ce", 1.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("widths,loss,lam", HEADS)
 def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
     m = ModelSpec(widths, loss)
@@ -70,6 +71,7 @@ def test_head_step_sound_and_never_wider_than_ibp(widths, loss, lam):
             assert ((new >= nb.lo[j] - 1e-12) & (new <= nb.hi[j] + 1e-12)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("widths,loss", [((2, 1), "mse"), ((2, 3), "ce")])
 def test_flat_and_coupled_modes_are_sound_and_coupled_is_tighter(widths, loss):
     """The vertex maximum is the exact maximum of the relaxed step, the flat form (chords and a
@@ -147,6 +149,7 @@ def test_mlp_gradient_ranges_sound_and_tighter(widths):
             assert ((gr >= cb.lo[j] - 1e-12) & (gr <= cb.hi[j] + 1e-12)).all()
 
 
+@pytest.mark.slow
 def test_contracting_step_contracts_the_envelope():
     """Full-batch logistic head with lambda < 1 and unclipped gradients: IBP adds the widths of
     the per-sample gradients every step, CROWN's joint step bound sees the positive curvature."""
@@ -162,6 +165,7 @@ def test_contracting_step_contracts_the_envelope():
     assert (w["crown"] < 0.5 * w["ibp"]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("widths,loss,bs", [((1, 1), "mse", 4), ((3, 1), "hinge", 5), ((2, 3), "ce", None),
                                             ((2, 6, 1), "mse", 5)])
 def test_envelopes_contain_retrained_neighbours(widths, loss, bs):

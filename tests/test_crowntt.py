@@ -25,7 +25,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,widths,loss,n,b,steps,lr,clip,ks,opts", CASES, ids=[c[0] for c in CASES])
+# hinge-alpha and softmax take most of the time (measured): slow tier; the other heads stay in `make test`
+SLOW_CASES = ("hinge-alpha", "softmax")
+
+
+@pytest.mark.parametrize("name,widths,loss,n,b,steps,lr,clip,ks,opts",
+                         [pytest.param(*c, id=c[0], marks=(pytest.mark.slow,) if c[0] in SLOW_CASES else ())
+                          for c in CASES])
 def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, lr, clip, ks, opts):
     m, x, y, s, plan, gen = toy_problem(widths, loss, n, b, steps, lr, clip, data_seed=6, train_seed=1)
     th0 = m.init(2)
@@ -41,6 +47,7 @@ def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, 
                                n_classes=widths[-1])
 
 
+@pytest.mark.slow
 def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
     """The reason for the engine: on hinge SGD the boxes grow at the maximal rate once margins
     become uncertain, while trajectories only differ through the substituted records."""
@@ -55,6 +62,7 @@ def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
     assert float(tt.widths()[0].sum()) < 0.5 * float(ibp.widths()[0].sum())
 
 
+@pytest.mark.slow
 def test_crowntt_slope_optimisation_tightens_and_contains_neighbours():
     """certificate.alpha_iters: per-objective mixtures of the two valid lines of every uncertain
     neuron; each iterate is a sound bound, so the result lies inside the area-rule envelope, is

@@ -329,6 +329,7 @@ TINY = ["train.steps=10", "train.lr=0.5", "train.clip=0.05", "train.batch_size=4
         "privacy.n_draws=3"]
 
 
+@pytest.mark.slow
 def test_cli_ags_on_a_multiclass_table_with_string_labels(tmp_path):
     _, path = _iris(tmp_path)
     r = certdp("ags", "dataset=csv", f"dataset.path={path}", "dataset.target=species", "dataset.task=multiclass",
@@ -342,6 +343,7 @@ def test_cli_ags_on_a_multiclass_table_with_string_labels(tmp_path):
     assert np.isfinite(acc).all() and ((acc >= 0) & (acc <= 1)).all()
 
 
+@pytest.mark.slow
 def test_cli_dpsgd_on_a_binary_table(tmp_path):
     from sklearn.datasets import load_breast_cancer
     load_breast_cancer(as_frame=True).frame.to_csv(tmp_path / "cancer.csv", index=False)
@@ -354,6 +356,7 @@ def test_cli_dpsgd_on_a_binary_table(tmp_path):
     assert (res.nonprivate_accuracy > res.majority_rate + 0.1).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command,extra,out", [
     ("certify", ["dataset.output_range=10"], "certificate.csv"),
     ("audit", ["dataset.output_range=[0,400]", "audit.repeats=3", "audit.radii=[1,2]", "audit.modes=[random]",

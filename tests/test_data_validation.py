@@ -544,6 +544,7 @@ def certdp(*args, cwd=None):
 SMALL = ["train.steps=10", "staircase.k_max=8", "privacy.epsilons=[1]", "privacy.n_draws=20"]
 
 
+@pytest.mark.slow
 def test_cli_on_a_real_table_scikit_learns_diabetes_data(tmp_path):
     """442 patients x 10 measurements (shipped inside the scikit-learn wheel), a 10-16-1 MLP; the
     output range in the target's own units (disease progression, 25 to 346 in the data)."""
@@ -564,6 +565,7 @@ def test_cli_on_a_real_table_scikit_learns_diabetes_data(tmp_path):
     assert (res.nonprivate_mse < 0.8).all()
 
 
+@pytest.mark.slow
 def test_cli_readme_csv_example_runs_as_written(tmp_path):
     rng = np.random.default_rng(0)
     n = 300
@@ -578,6 +580,7 @@ def test_cli_readme_csv_example_runs_as_written(tmp_path):
     assert (res.n_test == 60).all() and (res.n_train == 210).all() and np.isfinite(res[["mae", "mse"]].to_numpy()).all()
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_table_in_one_line(tmp_path):
     # the other bad tables are covered in-process above; a CLI start costs seconds
     name, _ = _write("header_only", tmp_path)
@@ -590,6 +593,7 @@ def test_cli_refuses_a_bad_table_in_one_line(tmp_path):
     assert "Traceback" not in r.stderr and not list((tmp_path / "out").rglob("results.csv"))
 
 
+@pytest.mark.slow
 def test_cli_refuses_bad_dataset_settings_in_one_line(tmp_path):
     # it exited 0 with negative noise scales; the other values are covered in-process
     for arg, key in [("dataset.output_range=[6,-6]", "dataset.output_range")]:

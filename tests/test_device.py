@@ -135,6 +135,7 @@ def _cli(*args, tmp):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_results_rows_record_the_resolved_device(tmp_path):
     r = _cli("agtr", "dataset=linear", "dataset.n_train=200", "dataset.n_test=20", "train.steps=2", "staircase.k_max=3",
              "privacy.n_draws=3", "device=cpu", tmp=tmp_path)
@@ -145,6 +146,7 @@ def test_results_rows_record_the_resolved_device(tmp_path):
         assert set(df["device"]) == {"cpu"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CUDA, reason="this machine has CUDA: the refusal is for machines without it")
 def test_a_cuda_request_without_cuda_is_one_line(tmp_path):
     r = _cli("agtr", "dataset=linear", "device=cuda", tmp=tmp_path)
@@ -196,6 +198,7 @@ def _compose(command, overrides):
         GlobalHydra.instance().clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset,k_gpu", [("mnist5", 4096), ("imdb", 512)])
 def test_the_proven_paper_radii_are_the_gpu_default(dataset, k_gpu):
     """device=cuda composes the paper's radii, every radius its own box (IBP tau, no sharing,
@@ -211,6 +214,7 @@ def test_the_proven_paper_radii_are_the_gpu_default(dataset, k_gpu):
     assert explicit["staircase"]["k_max"] == 64                             # an explicit value wins
 
 
+@pytest.mark.slow
 def test_the_paper_profile_runs_on_request_on_a_cpu(tmp_path):
     """The proven profile asked for on a CPU (certificate=ibp, the paper's k_max), tiny: it runs,
     every radius up to N is computed with its own box, and the rows say proven, end to end."""

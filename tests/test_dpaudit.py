@@ -29,6 +29,7 @@ WIDE = ["dpaudit", "dataset=linear", "dataset.n_train=12", "dataset.n_test=20", 
 
 
 # ---------------------------------------------------------------------------- events
+@pytest.mark.slow
 def test_interval_events_reach_what_thresholds_cannot():
     """Two Cauchy releases a shift apart: the best event is an interval on one side (the log-ratio
     peaks there and falls back towards 0 in both tails), which no threshold captures.  Both bounds
@@ -111,6 +112,7 @@ def test_candidate_records_cover_both_signs_magnitudes_and_label_flips():
 
 
 # ---------------------------------------------------------------------------- planted bugs
+@pytest.mark.slow
 def test_dpaudit_catches_a_halved_cauchy_scale(tmp_path, monkeypatch):
     """A Cauchy release whose noise scale is halved (a planted bug in the mechanism) has exact loss
     1.59 > 1 on the pair the search finds; the audit's lower bound is above the claim (exit 1)."""
@@ -124,6 +126,7 @@ def test_dpaudit_catches_a_halved_cauchy_scale(tmp_path, monkeypatch):
     assert (res.epsilon_lower_bound <= res.statistic_epsilon).all()
 
 
+@pytest.mark.slow
 def test_dpaudit_stays_below_the_claim_on_the_correct_release(tmp_path):
     """No false alarm: the same release with its true scale, on the same exact-loss-guided pair, has
     exact loss 0.69; the bound comes close (> 0.55 from 10^5 draws) but stays below it and the claim."""
@@ -151,6 +154,7 @@ def _engine_without_the_substitution_term():
     return DropsSubstitutionTerm
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine,violated", [("test_drops_kgamma", True), ("ibp", False)])
 def test_dpaudit_catches_a_certificate_without_the_substitution_term(tmp_path, monkeypatch, engine, violated):
     """A reintroduced soundness bug: an engine registered under a test name that drops the k*gamma
@@ -175,6 +179,7 @@ def test_dpaudit_catches_a_certificate_without_the_substitution_term(tmp_path, m
 
 
 # ---------------------------------------------------------------------------- the command
+@pytest.mark.slow
 def test_dpaudit_search_beats_the_configured_neighbour_and_splits_alpha(tmp_path):
     """The search's best pair has a larger exact loss than the configured record's shift; auditing
     the three best pairs splits alpha over them (Bonferroni) and reports each pair with its search,

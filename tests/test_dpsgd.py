@@ -23,6 +23,7 @@ def _pld_gaussian_eps(sigma_over_sens: float, count: int, delta: float) -> float
     return acc.get_epsilon(delta)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps,c", [(1.0, 20), (5.0, 200), (20.0, 300)])
 def test_matched_gaussian_composes_to_target(eps, c):
     P, clip, delta = 9, 0.05, 1e-5
@@ -89,6 +90,7 @@ def _replace_one_eps(sigma: float, q: float, steps: int, delta: float) -> float:
     return _poisson_gaussian_eps(acc, sigma, q, steps, delta)
 
 
+@pytest.mark.slow
 def test_noise_multiplier_is_substitution_adjacent():
     """Every accountant's sigma meets the target under substitution of one record, checked by
     dp-accounting's replace-one PLD; the Opacus ones go through group privacy (k = 2), so their
@@ -111,6 +113,7 @@ def test_noise_multiplier_is_substitution_adjacent():
     assert _poisson_gaussian_eps(add_remove, sig["pld"], q, steps, delta) < eps
 
 
+@pytest.mark.slow
 def test_calibrated_noise_is_within_target_and_nearly_smallest():
     q, steps, eps, delta = 0.05, 60, 1.0, 5e-6
     for acc in ("pld", "prv"):
@@ -174,6 +177,7 @@ def test_pate_gaussian_calibration():
     assert (lab == 1).all()
 
 
+@pytest.mark.slow
 def test_an_accountant_that_cannot_calibrate_is_a_one_line_config_error():
     """Under substitution, prv is asked for delta / (1 + e^{eps/2}) on add/remove (group privacy):
     at eps = 100 that is far below what opacus' PRV resolves -- a ConfigError naming the key that

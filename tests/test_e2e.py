@@ -92,6 +92,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(CASES))
 def test_every_command_runs_on_a_real_table_and_every_row_says_dp_end_to_end(tmp_path, command):
     name, extra = CASES[command]
@@ -142,6 +143,7 @@ GRID2 = ["dataset=blobs", "dataset.n_test=200", "train.steps=5", "privacy.n_draw
          "pate.queries=[20]", "+pate.student_steps=5"]
 
 
+@pytest.mark.slow
 def test_selection_is_charged_and_fixed_selection_trains_one_candidate(tmp_path):
     code, err = run(["dpsgd", *GRID2, "dpsgd.optimised.grid.lr=[0.1,0.5,2.0]", "pate.teachers=[2,4]"],
                     tmp_path / "grid")
@@ -186,6 +188,7 @@ DPA_IRIS = ["dpaudit", "dataset=csv", "dataset.path={iris}", "dataset.target=tar
             "dpaudit.query=parameter", "train.steps=5", "privacy.n_draws=40000", "privacy.epsilons=[0.5,2]"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv,releases", [(DPA_LIN, {"cauchy", "laplace"}), (DPA_BLOBS, {"cauchy_p", "laplace_p"}),
                                            (DPA_IRIS, {"cauchy_p", "laplace_p"})])
 def test_dpaudit_lower_bound_stays_below_the_claim(tmp_path, argv, releases):
@@ -203,6 +206,7 @@ def test_dpaudit_lower_bound_stays_below_the_claim(tmp_path, argv, releases):
     assert (res.neighbour == ("raw table" if "dataset=csv" in argv else "prepared data")).all()
 
 
+@pytest.mark.slow
 def test_dpaudit_detects_a_release_with_too_little_noise(tmp_path, monkeypatch):
     """The audit has power: with the noise scale cut 10^5-fold (a broken release) the lower
     bound exceeds the claim and the command exits 1, its results written."""
@@ -224,6 +228,7 @@ def test_dpaudit_refuses_bad_input_in_one_line(tmp_path, arg, key):
 
 
 # ---------------------------------------------------------------------------- released models
+@pytest.mark.slow
 def test_predict_reproduces_the_accuracy_of_the_published_release(tmp_path):
     """AGS publishes one parameter vector per (release, epsilon) with its public-only
     preprocessing (publish/released.json); ``certdp predict`` on the run's raw test rows gives
@@ -271,6 +276,7 @@ def test_predict_reproduces_the_accuracy_of_the_published_release(tmp_path):
         assert f"{mech} eps={eps:g}: 30 rows, accuracy {acc:.4f}" in se.getvalue()
 
 
+@pytest.mark.slow
 def test_agtr_answers_a_file_of_queries_with_the_epsilon_each_spends(tmp_path):
     path = sklearn_csv(tmp_path, "diabetes")
     table = pd.read_csv(path)
@@ -321,6 +327,7 @@ def test_hybrid_end_to_end_columns_count_every_release_the_choice_read():
     assert out.loc["frozen_dpsgd", "epsilon_end_to_end"] == 2 * 3 * eps  # two lrs, three runs each
 
 
+@pytest.mark.slow
 def test_dpaudit_on_a_raw_table_catches_private_statistics_scaling(tmp_path):
     """On a csv table the neighbour is built in the raw table and both go through the whole
     preparation: with the public scaling the bound stays below the claim; with the paper's

@@ -100,6 +100,7 @@ def quarter_delta():
     accounting.ACCOUNTANTS.pop("quarter_delta")
 
 
+@pytest.mark.slow
 def test_a_new_accountant_splits_the_ags_budget(quarter_delta):
     from certdp.methods import ags
     cfg = {"seed": 0, "dataset": {"name": "blobs", "n_train": 40, "n_test": 100, "n_public": 40},

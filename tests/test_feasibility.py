@@ -103,6 +103,7 @@ def test_runner_config_errors():
         run(parse("feasibility", _cfg(delta=[1e-5, 2.0])), progress=False)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(tmp_path):
     r = subprocess.run([sys.executable, "-m", "certdp.cli", "feasibility", f"out_root={tmp_path}", "run=t",
                         "feasibility.confidence.step=0.01", "feasibility.confidence.start=0.01",

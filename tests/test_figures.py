@@ -37,6 +37,7 @@ def tiny(tmp_path):
     return d
 
 
+@pytest.mark.slow
 def test_tiny_experiment_runs_resumes_and_draws(tiny, tmp_path):
     out = tmp_path / "out"
     log1: list[str] = []
@@ -73,6 +74,7 @@ def test_tiny_experiment_runs_resumes_and_draws(tiny, tmp_path):
     assert "certdp feasibility" in html
 
 
+@pytest.mark.slow
 def test_interrupted_run_is_rerun_and_other_profile_gets_its_own_dir(tiny, tmp_path):
     out = tmp_path / "out"
     exp = F.load_experiments(tiny)["tiny_feasibility"]
@@ -94,6 +96,7 @@ def test_interrupted_run_is_rerun_and_other_profile_gets_its_own_dir(tiny, tmp_p
     assert sorted(p.name for p in quick.run_dir.parent.iterdir()) == [quick.run_dir.name]
 
 
+@pytest.mark.slow
 def test_cli_list_and_bad_names(tiny):
     env = {"CERTDP_EXPERIMENTS_DIR": str(tiny)}
     import os
@@ -138,6 +141,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see processes")
 def test_sigterm_reaches_the_running_child_and_leaves_no_orphan(tmp_path):
     exps = tmp_path / "experiments"

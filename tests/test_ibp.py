@@ -8,6 +8,7 @@ from certdp.bounds.interval import Interval, output_bounds
 from certdp.models import ModelSpec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("widths,loss", [((2, 1), "mse"), ((3, 8, 1), "mse"), ((3, 6, 4, 1), "mse"),
                                          ((3, 1), "hinge"), ((3, 4), "ce"), ((3, 5, 3), "ce")])
 def test_bounds_contain_sampled_parameters(widths, loss):

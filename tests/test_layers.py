@@ -2,18 +2,25 @@
 inside functions included), runners that import no other runner, files of one screen of
 concepts.
 
-Layers, lowest first (a module may import its own layer and the layers below it only):
+Layers, lowest first (a module may import its own layer and the layers below it only), as drawn
+in the house plan (ARCHITECTURE.md) and as the imports are:
 
 1. base: ``certdp`` (DTYPE), ``errors``, ``losses``, ``models``, ``seeding``, ``metrics``,
-   ``results`` (atomic files and run folders; imports nothing of certdp), ``registry`` (named tables)
+   ``results`` (atomic files and run folders; imports nothing of certdp), ``registry`` (named
+   tables), ``checkpoint`` (resumable loops) and ``data`` (datasets, their registry and the typed
+   settings parsers ``data.params``)
 2. ``bounds`` (certificate engines and their registry)
 3. ``training``, ``agt`` (the nominal algorithm and its envelopes)
 4. ``privacy`` (staircases, mechanisms, accountants, DP-SGD noise)
-5. ``data`` (datasets, their registry and typed settings parsers ``data.params``)
-6. ``settings`` (the one settings entrance)
-7. ``certify``, ``baselines`` (the certification layer and the private-learning baselines)
-8. ``methods`` (one runner per command; leaves)
-9. interface: ``runs``, ``cli``, ``figures``, ``plots``
+5. ``settings`` (the one settings entrance)
+6. ``certify``, ``baselines`` (the certification layer and the private-learning baselines)
+7. ``methods`` (one runner per command; leaves)
+8. interface: ``signals``, ``runs``, ``resuming``, ``figure_times``, ``cli``, ``figures``, ``plots``
+
+Inside the base layer, the leaves stay leaves (:data:`BASE_LEAVES`): ``errors``, ``seeding``,
+``results`` and ``registry`` import nothing of certdp, and ``data`` imports only ``errors``,
+``registry`` (its dataset table) and ``results`` (the atomic writer of its caches) -- a loader
+never depends on a model, an engine or a release.
 """
 
 from __future__ import annotations
@@ -27,16 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent / "certdp"
 
 LAYERS = [
     ("base", ("certdp", "certdp.errors", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
-              "certdp.results", "certdp.registry", "certdp.checkpoint")),
+              "certdp.results", "certdp.registry", "certdp.checkpoint", "certdp.data")),
     ("bounds", ("certdp.bounds",)),
     ("training", ("certdp.training", "certdp.agt")),
     ("privacy", ("certdp.privacy",)),
-    ("data", ("certdp.data",)),
     ("settings", ("certdp.settings",)),
     ("certify", ("certdp.certify", "certdp.baselines")),
     ("methods", ("certdp.methods",)),
-    ("interface", ("certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.figures", "certdp.plots")),
+    ("interface", ("certdp.signals", "certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.figures", "certdp.plots")),
 ]
+# base-layer packages -> the certdp packages (outside themselves) they may import
+BASE_LEAVES = {"certdp.errors": (), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),
+               "certdp.data": ("certdp.errors", "certdp.registry", "certdp.results")}
 MAX_LINES = 500
 
 
@@ -104,6 +113,26 @@ def test_imports_go_down_the_layers(mod):
     up = sorted(d for d in GRAPH[mod] if layer_of(d) > layer_of(mod))
     assert not up, f"{mod} ({LAYERS[layer_of(mod)][0]}) imports from higher layers: " + ", ".join(
         f"{d} ({LAYERS[layer_of(d)][0]})" for d in up)
+
+
+def _inside(mod: str, pkg: str) -> bool:
+    return mod == pkg or mod.startswith(pkg + ".")
+
+
+@pytest.mark.parametrize("leaf", sorted(BASE_LEAVES))
+def test_base_leaves_stay_leaves(leaf):
+    allowed = BASE_LEAVES[leaf]
+    bad = sorted({d for m, deps in GRAPH.items() if _inside(m, leaf) for d in deps
+                  if not _inside(d, leaf) and not any(_inside(d, a) for a in allowed)})
+    assert not bad, f"{leaf} may import only {allowed or 'nothing of certdp'}; it imports {', '.join(bad)}"
+
+
+def test_the_layer_guard_catches_an_upward_import():
+    """A planted import of ``certdp.bounds`` from ``certdp.data`` is caught by both checks."""
+    planted = ast.parse("from certdp.bounds import get_certificate").body[0]
+    deps = set(resolve("certdp.data", planted))
+    assert any(layer_of(d) > layer_of("certdp.data") for d in deps)
+    assert not all(any(_inside(d, a) for a in BASE_LEAVES["certdp.data"]) for d in deps)
 
 
 def test_no_import_cycles():

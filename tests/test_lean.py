@@ -96,6 +96,7 @@ def _problem(widths, loss, n, K, seed):
     return m, x, m.loss.labels(y), Interval(c - w, c + w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("widths,loss,n", [((8, 16, 1), "mse", 300), ((3, 5, 4, 1), "mse", 200), ((8, 5), "ce", 400),
                                           ((6, 1), "hinge", 300), ((4, 7, 3), "ce", 200)])
 def test_blocked_ibp_sums_are_the_materialised_ones(widths, loss, n, monkeypatch):
@@ -160,6 +161,7 @@ def _mse_coupled_reference(model, boxes, x, y, *, subs, settings):
     return torch.minimum(lo_q, hi_q), torch.maximum(lo_q, hi_q)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,n", [(1, 3000), (2, 800)])
 def test_coupled_mse_step_is_the_former_formula(d, n, monkeypatch):
     monkeypatch.setattr(crown, "CHUNK_ELEMENTS", 4 * n * (d + 1) * 2 ** (d + 1))    # several chunks

@@ -108,6 +108,7 @@ def test_clopper_pearson_is_exact_at_the_ends():
     assert hi[0] == pytest.approx(1 - 0.05 ** (1 / 10)) and lo[1] == pytest.approx(0.05 ** (1 / 10))
 
 
+@pytest.mark.slow
 def test_empirical_lower_bound_on_laplace_pairs():
     """Laplace(0, 1) vs Laplace(1, 1) is exactly 1-DP: the bound is valid and nearly tight."""
     rng = np.random.default_rng(0)

@@ -66,6 +66,7 @@ def _issue_envelopes():
     return out
 
 
+@pytest.mark.slow
 def test_issue_case_is_sound_both_ways_and_uncrossed():
     out = _issue_envelopes()
     (eD, tD, _), (eP, tP, sP) = out["D"], out["D'"]
@@ -102,6 +103,7 @@ def _raw_objective(oracle, lp, c, *, lp_only, nodes, gap, deadline):
                                                                   "infeasible", "verified_empty")}
 
 
+@pytest.mark.slow
 def test_raw_solver_objective_is_caught(monkeypatch):
     """The same engine trusting the solver's objective: AGT's crossing check refuses the run, and
     with that check switched off the containment check above fails."""

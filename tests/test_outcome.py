@@ -243,6 +243,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run,cell,kind", CASES, ids=[f"{r}-{c}-{k}" for r, c, k in CASES])
 def test_one_private_cell_decides_nothing_and_the_release_passes_the_exact_loss_test(folder, run, cell, kind):
     frame, target, _ = _frame(run.split("-")[0])
@@ -264,6 +265,7 @@ def test_one_private_cell_decides_nothing_and_the_release_passes_the_exact_loss_
     assert all(v <= 1 + 1e-9 for v in worst.values()), worst
 
 
+@pytest.mark.slow
 def test_the_readme_iris_command_with_a_private_row_of_100s_completes(folder):
     """The issue's case through the command line: ``certdp ags`` on iris with ``model=logistic``
     and one private row's features set to 100 ended with 'the envelope T_1 ... not finite'."""

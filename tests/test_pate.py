@@ -94,6 +94,7 @@ def test_config_errors():
         run(parse("pate", _cfg(max_train=0)), progress=False)
 
 
+@pytest.mark.slow
 def test_all_arms_tiny_run():
     cfg = _cfg(n_train=64, shards=(1, 2, 8), arms=["pate_r", "pate_agtr", "agtr_wor", "agtr", "gs"],
                releases=("cauchy", "laplace", "laplace_gs", "gaussian_gs"), eps=(1.0,))

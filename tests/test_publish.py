@@ -59,6 +59,7 @@ def numbers(obj) -> list[float]:
 
 
 # ---------------------------------------------------------------------------- runs and files
+@pytest.mark.slow
 def test_identical_runs_publish_fresh_noise_and_the_same_report(tmp_path):
     """Same config and seed: the published parameters differ (OS randomness), results.csv is
     byte-identical; with privacy.reproducible_release=true the parameters agree too and the file

