@@ -211,3 +211,21 @@ def test_dpaudit_search_settings_are_refused_in_one_line(tmp_path, arg, key):
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"certdp: error: {key}: "), err
     assert "allowed" in err
     assert not list((tmp_path / "o").rglob("*.csv"))
+
+
+def test_the_exact_epsilon_grid_stops_before_exp_overflows():
+    """The exact eps(delta) bracket walks a grid claim * steps; at claim 700 (the largest epsilon
+    dpaudit accepts) the grid passes 709.78, where e^eps overflows float64: it must stop there
+    (result: beyond the grid, inf) instead of raising OverflowError (the prober found the
+    traceback).  A pair whose loss is small still gets its finite bracket."""
+    import math
+
+    from certdp.methods.dpaudit.exact import _epsilon_at_delta
+    from certdp.privacy.loss import Release1D
+    far = (Release1D("laplace", np.array([0.0]), np.array([1e-3]), -math.inf, math.inf),
+           Release1D("laplace", np.array([1.0]), np.array([1e-3]), -math.inf, math.inf))      # loss 1000
+    near = (Release1D("laplace", np.array([0.0]), np.array([1.0]), -math.inf, math.inf),
+            Release1D("laplace", np.array([0.5]), np.array([1.0]), -math.inf, math.inf))      # loss 0.5
+    assert np.isinf(_epsilon_at_delta(*far, 1e-5, 700.0)).all()
+    e = _epsilon_at_delta(*near, 1e-5, 700.0)
+    assert np.isfinite(e).all() and (e <= 700).all()

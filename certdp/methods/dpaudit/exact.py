@@ -53,6 +53,10 @@ def observed(side: dict, mech) -> tuple[np.ndarray, np.ndarray, float, float]:
     return shift + mult * side["center"], scale, lo, hi
 
 
+# the largest grid epsilon whose e^epsilon the exact delta may form (float64 overflows at ~709.78)
+MAX_GRID_EPSILON = 700.0
+
+
 def _epsilon_at_delta(A: Release1D, B: Release1D, delta: float, claim: float) -> np.ndarray:
     """The least eps on the grid ``claim * _EPS_STEPS`` (and 0) with delta_of(A, B, eps) <= delta
     (an upper bracket of the exact eps(delta)); inf beyond the grid.  delta = 0: the pure loss."""
@@ -60,6 +64,8 @@ def _epsilon_at_delta(A: Release1D, B: Release1D, delta: float, claim: float) ->
         return pure_loss(A, B)
     out = np.where(delta_of(A, B, 0.0) <= delta, 0.0, np.inf)
     for e in claim * _EPS_STEPS:
+        if e > MAX_GRID_EPSILON:          # e^eps overflows float64 beyond ~709.78: the rest is "beyond the grid"
+            break
         out = np.where(np.isinf(out) & (delta_of(A, B, float(e)) <= delta), e, out)
     return out
 
