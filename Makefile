@@ -3,6 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= paper
 JOBS ?= 2
+TEST_JOBS ?= 2          # pytest-xdist workers of the slow tier (its tests are independent processes' work)
 EXTRAS ?= dev,text,hybrid,launchers,docs
 export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
@@ -17,8 +18,8 @@ install:                # a venv with torch 2.13.0 (the measured version) and ce
 test:                   # the fast tier (<= 90 s on 2 cores): every module, the soundness oracles on small cases
 	$(BIN)/python -m pytest -m "not slow"
 
-test-slow:              # the tests marked slow (long end-to-end runs, the wheel build)
-	$(BIN)/python -m pytest -m slow
+test-slow:              # the tests marked slow (long end-to-end runs, the wheel build), on $(TEST_JOBS) workers
+	$(BIN)/python -m pytest -m slow -n $(TEST_JOBS)
 
 test-all: test test-slow   # everything: the fast tier first, then the slow one (what CI runs)
 

@@ -94,11 +94,12 @@ def _detach(obj):
     return obj
 
 
-def _duration(sec: float) -> str:
+def duration(sec: float, *, minute_digits: int = 1) -> str:
+    """A time in s (< 2 min), min (< 2 h) or h, for estimates and progress records."""
     if sec < 120:
         return f"{sec:.0f} s"
     if sec < 7200:
-        return f"{sec / 60:.1f} min"
+        return f"{sec / 60:.{minute_digits}f} min"
     return f"{sec / 3600:.1f} h"
 
 
@@ -134,7 +135,7 @@ class Calibration:
         self.estimate = (now - self._start) + rate * (self.steps - self.done)     # elapsed + the rest
         if self.estimate >= self.min_seconds:
             log.info("AGT[%s] estimate: %d radii x %d steps on %s, %.3g s per step: about %s in all%s",
-                     self.engine, self.radii, self.steps, self.device, rate, _duration(self.estimate),
+                     self.engine, self.radii, self.steps, self.device, rate, duration(self.estimate),
                      self.hints() if self.estimate >= self.hint_seconds else "")
 
     hint_seconds = 600.0       # a pass estimated longer than this also says what would make it faster
@@ -260,7 +261,7 @@ class Session:
             if left >= Calibration.hint_seconds:
                 log.info("%s estimate: %d steps, %.3g s per step: about %s to go (%s); the run saves a checkpoint "
                          "every checkpoint_minutes (certdp resume RUN_DIR continues it)", lp.phase, lp.total,
-                         now - lp.t_second, _duration(left), lp.detail or "this phase")
+                         now - lp.t_second, duration(left), lp.detail or "this phase")
         elif done == 1:
             lp.t_second = now                   # the first step compiles and allocates: timed from the second
         if self.pending is not None:
@@ -312,8 +313,8 @@ class Session:
         spent = now - lp.t0
         left = spent / done * (lp.total - lp.step) if done > 0 else None
         line = (f"progress: {lp.phase} step {lp.step}/{lp.total}" + (f" {lp.detail}" if lp.detail else "")
-                + f"; elapsed {_duration(now - self.t_start)}"
-                + (f"; remaining {_duration(left)} (this phase)" if left is not None else ""))
+                + f"; elapsed {duration(now - self.t_start)}"
+                + (f"; remaining {duration(left)} (this phase)" if left is not None else ""))
         plog.info(line)
         if self.stderr:
             import sys

@@ -13,13 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-def _duration(sec: float) -> str:
-    if sec < 120:
-        return f"{sec:.0f} s"
-    if sec < 7200:
-        return f"{sec / 60:.0f} min"
-    return f"{sec / 3600:.1f} h"
+from certdp.checkpoint import duration
 
 
 def figure_time(resolved: list) -> tuple[float | None, int, int]:
@@ -45,5 +39,5 @@ def list_figures(profile: str, experiments: Path | None = None, echo=print, out_
         except Exception:                     # a figure whose runs cannot be composed: listed without a time
             t, done, total = None, 0, len(specs)
         when = ("not measured on this machine yet" if t is None else
-                f"{_duration(t)} here ({'measured' if done == total else f'{done} of {total} runs measured'})")
+                f"{duration(t, minute_digits=0)} here ({'measured' if done == total else f'{done} of {total} runs measured'})")
         echo(f"{n:<22} {len(specs):>3} run(s) [{profile}]  {when:<40} {e.title}")
