@@ -47,6 +47,7 @@ def test_an_explicit_option_the_engine_does_not_read_is_refused(overrides, key):
     assert e.value.key == key and "allowed" in e.value.message and "aggregation, substitutions" in e.value.message
 
 
+@pytest.mark.slow          # 3-20 s on 2 cores: the slow tier (make test stays under 90 s)
 def test_the_cli_refuses_a_planted_unknown_option_in_one_line(tmp_path):
     env = {**os.environ, "CERTDP_OFFLINE": "1"}
     p = subprocess.run([sys.executable, "-m", "certdp.cli", "agtr", "dataset=linear", "certificate=ibp",

@@ -201,6 +201,7 @@ def test_a_long_pass_says_what_would_make_it_faster(caplog, monkeypatch):
     assert "faster: a GPU (device=cuda)" in msg and "staircase.k_max" in msg and "certdp resume" in msg
 
 
+@pytest.mark.slow          # 3-20 s on 2 cores: the slow tier (make test stays under 90 s)
 def test_figures_list_shows_the_time_measured_on_this_machine(tmp_path):
     """`certdp figures --list`: a figure not run here says so; once its runs are done, their
     measured seconds (done.json) are its time; a run not done yet is the mean of the done ones."""

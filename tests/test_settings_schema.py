@@ -82,6 +82,7 @@ def _jobs(cdir: Path) -> list[tuple[str, list[str]]]:
     return jobs
 
 
+@pytest.mark.slow          # 3-20 s on 2 cores: the slow tier (make test stays under 90 s)
 def test_every_yaml_key_is_declared():
     """A key no command reads is refused (the README's promise), so every key of every config
     file, composed as each command composes it, must be declared."""
