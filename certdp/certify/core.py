@@ -149,18 +149,16 @@ def certify_predictions(exp: Experiment, *, progress: bool = False):
     return env, sc, pred, {"agt_seconds": t_agt, "radii": len(exp.ks), "k_max": exp.ks[-1]}
 
 
-def release_errors(pred: torch.Tensor, target: torch.Tensor, scale: torch.Tensor, mech,
-                   n_draws: int, gen: torch.Generator, output_range) -> tuple[float, float]:
-    """MAE and MSE of ``clip(pred + scale * Z)`` over ``n_draws`` draws per point (chunked)."""
-    require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
-    n = pred.shape[0]
+def draw_errors(draw, *, n: int, n_draws: int, target: torch.Tensor, output_range) -> tuple[float, float]:
+    """MAE and MSE over ``n_draws`` draws of ``n`` released values: ``draw(m)`` returns ``m``
+    draws [m, n] (unclipped), taken in chunks of about 4e6 values, then clipped to
+    ``output_range`` and compared with ``target`` [n]."""
     abs_sum, sq_sum = 0.0, 0.0
     chunk = max(1, int(4e6 // max(n, 1)))
     done = 0
     while done < n_draws:
         m = min(chunk, n_draws - done)
-        z = mech.sample(gen, (m, n))
-        r = pred + scale * z
+        r = draw(m)
         if output_range is not None:
             r = r.clamp(float(output_range[0]), float(output_range[1]))
         err = r - target
@@ -169,6 +167,15 @@ def release_errors(pred: torch.Tensor, target: torch.Tensor, scale: torch.Tensor
         done += m
     tot = n * n_draws
     return abs_sum / tot, sq_sum / tot
+
+
+def release_errors(pred: torch.Tensor, target: torch.Tensor, scale: torch.Tensor, mech,
+                   n_draws: int, gen: torch.Generator, output_range) -> tuple[float, float]:
+    """MAE and MSE of ``clip(pred + scale * Z)`` over ``n_draws`` draws per point (chunked)."""
+    require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
+    n = pred.shape[0]
+    return draw_errors(lambda m: pred + scale * mech.sample(gen, (m, n)), n=n, n_draws=n_draws, target=target,
+                       output_range=output_range)
 
 
 # --------------------------------------------------------------------------- parameters

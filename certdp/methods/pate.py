@@ -76,8 +76,8 @@ from tqdm.auto import tqdm
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
-                            global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
-                            spent, with_provenance)
+                            draw_errors, global_sensitivity, nominal, prediction_staircase, release_errors,
+                            require_finite, spent, with_provenance)
 from certdp.certify.pate import partition, train_teachers
 from certdp.errors import ConfigError
 from certdp.privacy import noise
@@ -138,19 +138,11 @@ def wor_errors(preds: torch.Tensor, target: torch.Tensor, scale: torch.Tensor, m
     from the same secret shard)."""
     require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
     T, n = preds.shape
-    abs_sum, sq_sum, done = 0.0, 0.0, 0
-    chunk = max(1, int(4e6 // max(n, 1)))
-    while done < n_draws:
-        k = min(chunk, n_draws - done)
-        shard = noise.index(source, T, (k,))
-        r = preds[shard] + scale[shard] * mech.sample(source, (k, n))
-        if output_range is not None:
-            r = r.clamp(float(output_range[0]), float(output_range[1]))
-        err = r - target
-        abs_sum += float(err.abs().sum())
-        sq_sum += float((err ** 2).sum())
-        done += k
-    return abs_sum / (n * n_draws), sq_sum / (n * n_draws)
+
+    def draw(k: int) -> torch.Tensor:
+        shard = noise.index(source, T, (k,))               # the secret shard of each draw, then its noise
+        return preds[shard] + scale[shard] * mech.sample(source, (k, n))
+    return draw_errors(draw, n=n, n_draws=n_draws, target=target, output_range=output_range)
 
 
 def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=None):
