@@ -310,8 +310,8 @@ class Session:
         now = time.perf_counter() if now is None else now
         self.last_record = now
         done = lp.step - lp.start_step
-        spent = now - lp.t0
-        left = spent / done * (lp.total - lp.step) if done > 0 else None
+        # from the second step on (the first compiles and allocates: a rate from it alone misleads)
+        left = (now - lp.t_second) / (done - 1) * (lp.total - lp.step) if done > 1 else None
         line = (f"progress: {lp.phase} step {lp.step}/{lp.total}" + (f" {lp.detail}" if lp.detail else "")
                 + f"; elapsed {duration(now - self.t_start)}"
                 + (f"; remaining {duration(left)} (this phase)" if left is not None else ""))

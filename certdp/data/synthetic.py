@@ -35,7 +35,7 @@ LINEAR_FIELDS = {
 }
 
 
-@register("linear", task="regression", fields=LINEAR_FIELDS,
+@register("linear", task="regression", fields=LINEAR_FIELDS, size=lambda s: (s["n_train"], 1, 1),
           summary="y = 2x + 1 + N(0, 0.1^2), x ~ U(x_low, x_high); generated from the seed")
 def load_linear(cfg: dict, seed: int) -> Dataset:
     s = settings(cfg, "linear")
@@ -71,7 +71,7 @@ BLOBS_FIELDS = {
 }
 
 
-@register("blobs", task="binary", fields=BLOBS_FIELDS,
+@register("blobs", task="binary", fields=BLOBS_FIELDS, size=lambda s: (s["n_train"], s["n_features"], 1),
           summary="two Gaussian blobs in R^8 (sklearn make_blobs), labels +-1; generated from the seed")
 def load_blobs(cfg: dict, seed: int) -> Dataset:
     """Two isotropic Gaussians N(+-c, sd^2 I) in R^d with ||2c|| = ``separation`` (Bayes accuracy

