@@ -233,7 +233,20 @@ def _problem(arch: str, n: int, device):
 
 
 def calibrate_key(key: str, device: torch.device) -> Rate:
-    """Time one engine key (or ``train/<family>``) at two sizes on ``device``."""
+    """Time one engine key (or ``train/<family>``) at two sizes on ``device`` (torch.compile's
+    own warnings silenced meanwhile: a run's stderr stays the run's)."""
+    quiet = [logging.getLogger(n) for n in ("torch._dynamo", "torch._inductor")]
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.ERROR)
+    try:
+        return _calibrate_key(key, device)
+    finally:
+        for q, lv in zip(quiet, levels):
+            q.setLevel(lv)
+
+
+def _calibrate_key(key: str, device: torch.device) -> Rate:
     from certdp.agt import run_agt
     from certdp.bounds import get_certificate
     from certdp.training import TrainSettings, train

@@ -332,8 +332,6 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
                 paths = resumed
                 _refuse_taken(paths, overwrite)
             checkpoint.activate(session)
-            from certdp.estimate import announce
-            announce(settings)                   # a long run says how long before it starts
             frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
             checkpoint.activate(None)
             # A runner may ask for a non-zero exit after its files are written (audit violations).

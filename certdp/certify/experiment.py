@@ -150,6 +150,10 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
     proof = release_proof(engine, settings.privacy.smoothness) if smooth_release else True
     x, y, xt, yt = _tensors(ds)
     n = ds.n_train
+    # every refusal of the settings and the data is behind us: a long run says how long it will
+    # take before the work starts (certdp/estimate.py; advisory, silent on any failure)
+    from certdp.estimate import announce
+    announce(settings)
     return Experiment(settings, ds, model, engine, x, y, xt, yt, batch_plan(n, settings.train),
                       tuple(settings.staircase.radii(n)), proof)
 
