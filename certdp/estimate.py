@@ -23,6 +23,7 @@ Measured against real runs: docs/resume-and-progress.md."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -53,6 +54,21 @@ class Work:
     def add_agt(self, key: str, steps: float, elements: float) -> None:
         self.agt.setdefault(key, []).append((float(steps), float(elements)))
 
+    def elements(self) -> float:
+        """Every loop's steps x elements, summed."""
+        return sum(s * e for s, e in self.train) + sum(s * e for loops in self.agt.values() for s, e in loops)
+
+
+def _family(arch: str) -> str:
+    """The calibrated model family of an architecture: ``mlp`` or ``linear`` (linear and softmax heads)."""
+    return "mlp" if arch == "mlp" else "linear"
+
+
+def _arch(settings) -> str:
+    """The run's architecture (``model.arch=auto``: the dataset's default)."""
+    arch = getattr(getattr(settings, "model", None), "arch", "linear")
+    return (dict(settings.dataset).get("model") or {}).get("arch", "linear") if arch == "auto" else arch
+
 
 def engine_key(certificate, arch: str, elements: float = math.inf) -> str:
     """The calibration key of an engine on a model family for steps of ``elements`` (K*B*P):
@@ -63,13 +79,14 @@ def engine_key(certificate, arch: str, elements: float = math.inf) -> str:
     if name == "ibp":
         agg = str(certificate.option("aggregation", "topk"))
         name += "-" + ("taueager" if agg == "tau" and elements < COMPILE_MIN_ELEMENTS else agg)
-    return f"{name}/{'mlp' if arch == 'mlp' else 'linear'}"
+    return f"{name}/{_family(arch)}"
 
 
 def work_of(settings) -> Work | None:
     """The loops of a run of ``settings`` (:class:`certdp.settings.experiment.ExperimentSettings`
     or a command without data), or None when the run's size is unknown before its data is read."""
     from certdp.data import dataset_size
+    from certdp.models import n_params_of
 
     command = getattr(settings, "command", None) or getattr(getattr(settings, "run", None), "command", "")
     w = Work()
@@ -88,12 +105,10 @@ def work_of(settings) -> Work | None:
     n, d, n_out = size
     if ds.get("name") in ("imdb", "sst2"):
         w.unmodelled.append("the sentence encoder's embeddings (cached after the first run)")
-    arch = settings.model.arch
-    if arch == "auto":
-        arch = (ds.get("model") or {}).get("arch", "linear")
+    arch = _arch(settings)
     hidden = settings.model.hidden or tuple((ds.get("model") or {}).get("hidden") or ())
     widths = (d, *[int(h) for h in hidden], n_out) if arch == "mlp" else (d, n_out)
-    P = sum(o * i + o for i, o in zip(widths[:-1], widths[1:]))
+    P = n_params_of(widths)
     tr = settings.train
     shards = getattr(settings, "shards", None)
     if shards is not None and shards.max_train:
@@ -246,6 +261,21 @@ def calibrate_key(key: str, device: torch.device) -> Rate:
             q.setLevel(lv)
 
 
+@contextlib.contextmanager
+def _no_compile(on: bool):
+    """``CERTDP_NO_COMPILE=1`` for the duration (when ``on``), as it was afterwards."""
+    old = os.environ.get("CERTDP_NO_COMPILE")
+    if on:
+        os.environ["CERTDP_NO_COMPILE"] = "1"
+    try:
+        yield
+    finally:
+        if on and old is None:
+            os.environ.pop("CERTDP_NO_COMPILE", None)
+        elif on:
+            os.environ["CERTDP_NO_COMPILE"] = old
+
+
 def _calibrate_key(key: str, device: torch.device) -> Rate:
     from certdp.agt import run_agt
     from certdp.bounds import get_certificate
@@ -268,15 +298,8 @@ def _calibrate_key(key: str, device: torch.device) -> Rate:
             engine = get_certificate(name, **({"aggregation": "tau" if eager else agg} if agg else {}))
 
             def go():
-                old = os.environ.get("CERTDP_NO_COMPILE")
-                if eager:
-                    os.environ["CERTDP_NO_COMPILE"] = "1"        # the eager tau sums of small steps
-                try:
+                with _no_compile(eager):                          # the eager tau sums of small steps
                     run_agt(model, theta, x, y, st, range(1, k + 1), certificate=engine, progress=False, device=device)
-                finally:
-                    if eager:
-                        os.environ.pop("CERTDP_NO_COMPILE") if old is None else os.environ.__setitem__(
-                            "CERTDP_NO_COMPILE", old)
             elements = k * n * model.n_params
         go()                                                  # compile, allocate
         return _timed(go), elements
@@ -335,21 +358,16 @@ class Estimate:
         return core if not self.unmodelled else f">= {core} (not counted: {'; '.join(self.unmodelled)})"
 
 
-def train_key(arch: str) -> str:
-    return f"train/{'mlp' if arch == 'mlp' else 'linear'}"
-
-
 def keys_of(settings, work: Work) -> list[str]:
-    arch = getattr(getattr(settings, "model", None), "arch", "linear")
-    if arch == "auto":
-        arch = (dict(settings.dataset).get("model") or {}).get("arch", "linear")
-    return [train_key(arch), *work.agt]
+    """The rates a run's work needs: its family's training rate first, then its AGT engines'."""
+    return [f"train/{_family(_arch(settings))}", *work.agt]
 
 
-def estimate(settings, *, device=None, calibrate: bool = True) -> Estimate | None:
+def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None = None) -> Estimate | None:
     """The estimated seconds of a run of ``settings`` on ``device`` (default: the run's own),
-    or None when its size is unknown or a rate is missing (``calibrate=False``, nothing cached)."""
-    work = work_of(settings)
+    or None when its size is unknown or a rate is missing (``calibrate=False``, nothing cached).
+    ``work``: the run's :func:`work_of`, when the caller has it."""
+    work = work_of(settings) if work is None else work
     if work is None:
         return None
     run = getattr(settings, "run", None)
@@ -374,7 +392,7 @@ OPTIMISTIC_UNIT = {"cpu": 5e-10, "cuda": 2e-12}
 CALIBRATE_ABOVE_S = 30.0    # ... : when its work at that rate exceeds this (the timing takes ~20-60 s once)
 
 
-def announce(settings, log_line=None) -> Estimate | None:
+def announce(settings) -> Estimate | None:
     """Before a run starts: when its settings estimate exceeds :data:`LONG_RUN_S`, log it with
     what would make it faster.  Rates come from the cache; a run whose work at the optimistic
     rate exceeds :data:`CALIBRATE_ABOVE_S` times this machine first (once).  Advisory: any
@@ -384,9 +402,8 @@ def announce(settings, log_line=None) -> Estimate | None:
         if work is None:
             return None
         dev = torch.device(getattr(settings.run, "device", "cpu") or "cpu")
-        elements = sum(s * e for s, e in work.train) + sum(s * e for loops in work.agt.values() for s, e in loops)
-        big = elements * OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) >= CALIBRATE_ABOVE_S
-        est = estimate(settings, device=dev, calibrate=big)
+        big = work.elements() * OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) >= CALIBRATE_ABOVE_S
+        est = estimate(settings, device=dev, calibrate=big, work=work)
     except Exception:
         return None
     if est is None or est.seconds < LONG_RUN_S:
@@ -394,7 +411,7 @@ def announce(settings, log_line=None) -> Estimate | None:
     from certdp.checkpoint import duration
     faster = ([] if dev.type == "cuda" else ["a GPU (device=cuda)"]) + ["fewer radii (staircase.k_max)",
                                                                        "fewer train.steps or a quick profile"]
-    (log_line or log.info)(
+    log.info(
         "estimate from the settings: about %s on %s for the whole run%s; faster: %s; it saves a checkpoint every "
         "checkpoint_minutes and on SIGINT/SIGTERM (certdp resume RUN_DIR continues it)",
         duration(est.seconds), dev, f" (not counted: {'; '.join(est.unmodelled)})" if est.unmodelled else "",

@@ -22,6 +22,11 @@ from certdp import DTYPE
 from certdp.losses import MSE, Loss, get_loss
 
 
+def n_params_of(widths) -> int:
+    """Weights and biases of a dense network of layer ``widths`` (d_in, hidden..., n_out)."""
+    return sum(o * i + o for i, o in zip(widths[:-1], widths[1:]))
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Layer widths ``(d_in, hidden..., n_out)`` and the loss (a :class:`certdp.losses.Loss`;
@@ -42,7 +47,7 @@ class ModelSpec:
 
     @property
     def n_params(self) -> int:
-        return sum(o * i + o for i, o in zip(self.widths[:-1], self.widths[1:]))
+        return n_params_of(self.widths)
 
     def slices(self) -> list[tuple[slice, slice, tuple[int, int]]]:
         out, off = [], 0

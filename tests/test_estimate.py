@@ -12,6 +12,7 @@ import pytest
 from certdp import estimate as E
 from certdp import results
 from certdp.data import dataset_size, entries, load_dataset
+from certdp.models import n_params_of
 from certdp.settings import config_dir
 from certdp.settings.compose import compose_and_parse
 
@@ -27,10 +28,7 @@ def test_agtr_work_is_steps_times_radii_times_batch_times_parameters():
                  "train.batch_size=250")
     w = E.work_of(s)
     n, d, n_out = dataset_size(dict(s.dataset))
-    P = (d + 1) * n_out if s.model.arch != "mlp" else None
-    if P is None:
-        widths = (d, *s.model.hidden, n_out)
-        P = sum(o * i + o for i, o in zip(widths[:-1], widths[1:]))
+    P = n_params_of((d, *s.model.hidden, n_out) if s.model.arch == "mlp" else (d, n_out))
     K = len(s.staircase.radii(n))
     assert n == 1000 and w.train == [(30, 250 * P)] and w.unmodelled == []
     (key, loops), = w.agt.items()
