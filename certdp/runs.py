@@ -224,6 +224,33 @@ def _run_paths(output_dir, key: str) -> "results.RunPaths":
              f"{results.INCOMPLETE!r} and {results.REPLACED!r}")
 
 
+# A staged, replaced or checkpointed run folder's name gets an ending: the longest is
+# ".incomplete-<pid, up to 7 digits>-<4 hex digits>" (".replaced-..." and ".resumable" are shorter).
+NAME_ENDING = len(results.INCOMPLETE) + 7 + 1 + 4
+
+
+def _refuse_long_names(final: Path, out_root) -> None:
+    """A folder name longer than the file system takes (255 bytes on most), the run's own name
+    with room for :data:`NAME_ENDING`: one line naming ``out_root`` or ``run``, not an OSError."""
+    final = Path(os.path.abspath(final))
+    here = next((str(p) for p in final.parents if os.path.isdir(p)), os.sep)
+    try:
+        name_max = int(os.pathconf(here, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        name_max = 255
+    root = Path(os.path.abspath(str(out_root))).parts if out_root is not None else ()
+    last = len(final.parts) - 1
+    for i, part in enumerate(final.parts):
+        limit = name_max - (NAME_ENDING if i == last else 0)
+        if len(os.fsencode(part)) > limit:
+            key = "out_root" if i < len(root) and root[i] == part else "run"
+            shown = part if len(part) <= 40 else f"{part[:20]}...{part[-12:]}"
+            fail(f"{key}: the folder name {shown!r} is {len(os.fsencode(part))} bytes, more than the {limit} this file "
+                 f"system allows" + (f" (a run folder's name keeps {NAME_ENDING} bytes for the ending it gets while "
+                                     "it is staged)" if i == last else "")
+                 + f"; allowed: a shorter {'out_root=DIR' if key == 'out_root' else 'run=NAME (a/b nests folders)'}")
+
+
 def _refuse_misplaced(paths: "results.RunPaths") -> None:
     """A run folder inside another run or with a staging name: one line."""
     try:
@@ -265,6 +292,7 @@ class RunGuard(_HydraCallback):
 
     def on_run_start(self, config, **kwargs) -> None:
         paths = _run_paths(str(config.hydra.run.dir), "hydra.run.dir")
+        _refuse_long_names(paths.final, config.get("out_root", None))
         overwrite = _overwrite_flag(config.get("overwrite", False))
         if config.get("resume", False) is True:   # a taken folder may hold this very run: execute decides
             _refuse_misplaced(paths)
@@ -275,6 +303,7 @@ class RunGuard(_HydraCallback):
 
     def on_multirun_start(self, config, **kwargs) -> None:
         sweep = Path(os.path.abspath(str(config.hydra.sweep.dir)))
+        _refuse_long_names(sweep / "0", config.get("out_root", None))
         try:
             results.check_placement(sweep / "job")          # the sweep folder and every folder above it
         except results.RunPlacement as e:
@@ -332,6 +361,7 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
         try:
             logs.enter_context(file_log(paths.staging / "log.txt"))
             overwrite = _overwrite_flag(cfg.get("overwrite", False))
+            _refuse_long_names(paths.final, out_root)
             d = OmegaConf.to_container(cfg, resolve=True)
             settings = job_settings(command, d, job)
             from certdp import resuming
