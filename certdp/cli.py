@@ -233,8 +233,9 @@ def resume_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="R
     """Continue an interrupted run from its last checkpoint (<run>.resumable, saved every
     checkpoint_minutes and on SIGINT/SIGTERM): same settings (the checkpoint records them),
     same run folder, and the CSVs an uninterrupted run writes.  Only progress=,
-    checkpoint_minutes= and progress_seconds= may be given.  The same command line with
-    resume=true continues the newest checkpoint of its settings as well.
+    checkpoint_minutes=, progress_seconds= and overwrite= may be given.  Refused, the
+    checkpoint kept: an input file changed since the checkpoint, a state.pt not its own.  The
+    same command line with resume=true continues the newest checkpoint of its settings as well.
 
     Examples:
 

@@ -119,17 +119,28 @@ def load_run_record(run_dir: str | Path, *, commands: Sequence[str]) -> RunRecor
     return RunRecord(src, rec["command"], cfg, rec["certdp_version"], tuple(input_warnings(rec["inputs"], cfg)))
 
 
-def input_warnings(recorded: list[dict], cfg: dict) -> list[str]:
-    """One line per input whose file is not what the run read (changed, moved or gone)."""
+def input_changes(recorded: list[dict], cfg: dict) -> list[tuple[str, str, str, str | None]]:
+    """``(key, how, recorded path, path now)`` for each input file a run or checkpoint recorded
+    (:func:`certdp.results.input_records`) that is not what ``cfg`` reads now; ``how``: ``gone``
+    (missing or unreadable), ``moved`` (another path) or ``changed`` (another SHA-256).  The one
+    comparison behind ``certdp rerun``'s warnings and the refusal of a resume whose inputs
+    changed (:mod:`certdp.resuming`)."""
     now = {r["key"]: r for r in results.input_records(cfg)}
     out = []
     for r in recorded:
         cur = now.get(r["key"])
         if cur is None:
-            out.append(f"{r['key']}: {r['path']} is gone or unreadable since the run")
+            out.append((r["key"], "gone", r["path"], None))
         elif cur["path"] != r["path"]:
-            out.append(f"{r['key']}: now reads {cur['path']}, the run read {r['path']}")
+            out.append((r["key"], "moved", r["path"], cur["path"]))
         elif cur["sha256"] != r["sha256"]:
-            out.append(f"{r['key']}: {r['path']} changed since the run (its SHA-256 differs from run.json's); "
-                       "the rerun reads it as it is now, so its results may differ")
+            out.append((r["key"], "changed", r["path"], cur["path"]))
     return out
+
+
+def input_warnings(recorded: list[dict], cfg: dict) -> list[str]:
+    """One line per input whose file is not what the run read (changed, moved or gone)."""
+    said = {"gone": "{was} is gone or unreadable since the run", "moved": "now reads {now}, the run read {was}",
+            "changed": "{was} changed since the run (its SHA-256 differs from run.json's); the rerun reads it as it "
+                       "is now, so its results may differ"}
+    return [f"{key}: " + said[how].format(was=was, now=now) for key, how, was, now in input_changes(recorded, cfg)]
