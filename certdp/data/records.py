@@ -54,14 +54,15 @@ def first_line(e: BaseException) -> str:
 
 def file_bytes(p: Path, *, key: str = "dataset.path", allowed: str = _ALLOWED) -> bytes:
     """The file's bytes, decompressed by suffix (``.gz``, ``.bz2``, ``.zip``, ``.xz``, ``.zst``),
-    ``\\r\\n`` read as ``\\n``.  A file that cannot be read or decompressed is one line under ``key``."""
+    ``\\r\\n`` read as ``\\n``, a leading UTF-8 byte-order mark (Excel writes one) dropped.  A file
+    that cannot be read or decompressed is one line under ``key``."""
     from pandas.io.common import get_handle
     try:
         with get_handle(p, "rb", compression="infer", is_text=False) as h:
             data = h.handle.read()
     except Exception as e:   # OSError, EOFError, zipfile/lzma/zstd errors: all one message
         raise ConfigError(key, f"{shown_name(p)} could not be read ({first_line(e)}); allowed: {allowed}") from None
-    return data.replace(b"\r\n", b"\n")
+    return data.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
 
 
 def check_header_line(data: bytes, fname: str, *, key: str = "dataset.path", allowed: str = _ALLOWED) -> None:

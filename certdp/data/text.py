@@ -24,6 +24,14 @@ Splits (deterministic from ``split_seed``, by default the run seed):
   are private; the 872 GLUE dev sentences are the public set (the GLUE test labels are not
   public).
 
+A private record is one review (a record of the csv grammar) or one SST-2 line.  The split is a
+permutation of the records' positions, drawn before any text or label is read, and nothing a
+private record holds refuses, drops or moves anything: text that is not UTF-8 is decoded with
+U+FFFD, an empty text is a text, a label other than 0/1 (or a malformed record) is coded negative;
+only ``\\n`` ends an SST-2 line (``str.splitlines`` also split at U+2028 and friends, so one
+private sentence could add a record).  Public and test records are checked strictly
+(:func:`check_records`).  Embeddings are clipped to :data:`EMBEDDING_RANGE`.
+
 Subsets (``n_private``, ``n_public``, ``n_test``) and truncation (``max_chars`` before the
 encoder, ``max_seq_length`` tokens inside it) make CPU runs affordable: the encoder dominates
 (see :mod:`certdp.data.encoders`).  Embeddings of a source file are cached once per encoder and
