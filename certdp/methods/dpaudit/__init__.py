@@ -60,10 +60,10 @@ writes ``publish/`` (:func:`certdp.certify.publish.answers` in the target's raw 
 :func:`certdp.certify.publish.release` for parameters) from seeded sources; events (thresholds,
 intervals and their complements) chosen on the first half of the draws, bounded on the second
 half with Clopper-Pearson (:func:`certdp.privacy.empirical.epsilon_lower_bound`; delta subtracted
-for the approximate releases).  alpha is split (Bonferroni) over a release's tests: the audited
-pairs, the admissible pair and the noise check.  If the release is (eps, delta)-DP and publishes
-the noise its proof uses, a release is flagged with probability at most ``dpaudit.alpha``; a
-flag is a violation (exit status 1).  The exact loss of each audited statistic is reported beside
+for the approximate releases).  alpha is split (Bonferroni) over every test of the run: for each
+release its (at most ``dpaudit.pairs``) audited pairs, the admissible pair and the noise check.
+If every release is (eps, delta)-DP and publishes the noise its proof uses, the run is flagged
+with probability at most ``dpaudit.alpha``; a flag is a violation (exit status 1).  The exact loss of each audited statistic is reported beside
 it and an exact loss above the claim is a violation too (no sampling error: the documented
 distributions of the two runs already break the claim); the empirical bound can approach the
 exact loss but, when the implementation is right, not exceed it.
@@ -256,7 +256,9 @@ def audit(au: Audit, *, seed: int | None = None) -> list[dict]:
         if len(pairs):
             _exact, score = score_pairs(obs, pairs, mech)
             chosen = choose(score, obs, pairs, a.pairs) or [(0, 0)]
-        alpha_each = a.alpha / (len(chosen) + 2)   # the real pairs, the admissible pair, the noise check
+        # Bonferroni over every test of the run, fixed before any draw: per release its (at most
+        # dpaudit.pairs) real pairs, the admissible pair and the noise check
+        alpha_each = a.alpha / (len(au.mechs) * (a.pairs + 2))
         common = {"dataset": au.exp.dataset.name, "query": settings.privacy.query, "mechanism": mech.name,
                   "regime": mech.regime, "epsilon": mech.epsilon, "delta": float(mech.delta_spent),
                   "beta": float(mech.beta), "confidence": 1 - a.alpha, "alpha_pair": alpha_each,
@@ -283,7 +285,7 @@ def _verdict(row: dict, claim: float, *, exact: float) -> dict:
     found = []
     if row["epsilon_lower_bound"] > claim * (1 + 1e-12):
         found.append("lower bound above the claim")
-    if math.isfinite(exact) and exact > claim * (1 + EXACT_SLACK) or exact == math.inf:
+    if (math.isfinite(exact) and exact > claim * (1 + EXACT_SLACK)) or exact == math.inf:
         found.append("exact loss above the claim")
     if row.get("noise_below_claim"):
         found.append("published noise narrower than the proof's scale")
