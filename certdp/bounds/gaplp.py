@@ -241,6 +241,7 @@ class GapLP(Certificate):
             t0 = time.process_time()
             prog = TrajectoryProgram(start_lo=boxes.lo[j].numpy(), start_hi=boxes.hi[j].numpy(), n_records=len(uniq),
                                      k=int(ks[j]), lam=lam, eta=eta, ghat=ghat, eps=eps, mag=mag)
+            prog.plant_dual = self._plant.get("dual")
             gi = self.gap_intermediate * j
             n_tight = 0
             for local, t in enumerate(steps):

@@ -72,6 +72,7 @@ class TrajectoryProgram:
         self.theta = [self._cols(np.asarray(start_lo, float), np.asarray(start_hi, float), shrink=False)]
         self.steps: list[dict] = []
         self._lp = None
+        self.plant_dual = None        # tests only: a planted solver fault (tests/test_gaplp.py)
 
     # ---------------------------------------------------------------- building
     def _cols(self, lo, hi, shrink: bool = False) -> np.ndarray:
@@ -186,6 +187,8 @@ class TrajectoryProgram:
         ok = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
         sol = h.getSolution()
         y = np.asarray(sol.row_dual) if sol.dual_valid else None
+        if self.plant_dual is not None and y is not None:
+            y = self.plant_dual(y)
         x = np.asarray(sol.col_value) if sol.value_valid else None
         return ok, y, x
 
