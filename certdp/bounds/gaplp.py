@@ -253,9 +253,14 @@ class GapLP(Certificate):
                 tl, th = tau_lo[ids], tau_hi[ids]
                 if self._tightened(local):
                     th_cols = prog.theta[-1]
-                    for i in np.nonzero(~((mL >= th) | (mU < tl)))[0]:
+                    # upper ends first, then the lower ends of the slots still uncertain; each pass
+                    # ordered by label, so that consecutive objectives are alike (warm starts)
+                    todo = np.nonzero(~((mL >= th) | (mU < tl)))[0]
+                    todo = todo[np.argsort(np.sign(w[todo, -1]), kind="stable")]
+                    for i in todo:
                         mU[i] = min(mU[i], self._bound(prog, th_cols, w[i], self.gap_intermediate, j))
                         n_tight += 1
+                    for i in todo:
                         if mU[i] >= tl[i]:
                             mL[i] = max(mL[i], -self._bound(prog, th_cols, -w[i], self.gap_intermediate, j))
                             n_tight += 1
