@@ -67,6 +67,7 @@ def main(argv=None):
             for r, w, s in zip(radii, env.widths().sum(-1), cert.stats):
                 print(f"steps={a.steps} gaplp gap={gap} gap_intermediate={gi} tighten={tighten} k={r}: l1 width "
                       f"{float(w):.4f}, {s['tightened']} margin solves, {s['columns']} columns, {s['rows']} rows, "
+                      f"worst certified gap {s['worst_gap']:.2g}, {s['retries']} retries, "
                       f"{s['cpu_s']:.1f} s CPU ({load()})", flush=True)
             print(f"  total {time.process_time() - t:.1f} s CPU", flush=True)
 

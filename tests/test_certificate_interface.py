@@ -230,7 +230,7 @@ def test_options_and_support_fail_with_the_key():
     assert e.value.key == "certificate.frequency" and "allowed: aggregation, substitutions" in e.value.message
     with pytest.raises(ConfigError) as e:
         check_supported(get_certificate("milp"), ModelSpec((2, 4, 1), "mse"))
-    assert e.value.key == "certificate.name" and "crown, gaplp, ibp" in e.value.message
+    assert e.value.key == "certificate.name" and "crown, ibp" in e.value.message
     check_supported(get_certificate("milp"), ModelSpec((2, 1), "hinge"))
 
 

@@ -233,6 +233,10 @@ class GapLP(Certificate):
         C = np.clip(-W, -g, g)
         magv = np.full(P, mag)
         delta = np.array([gradient_slack(scale=1.0, x=W[i], mag=magv, y=0.0) for i in range(n)])
+        # the gaps are relative to a data-independent scale of each objective (the same for D and D'):
+        # 1 + |w|_1 M for the margin of a record, 1 + M for a coordinate of theta_T
+        gscale = 1.0 + np.abs(W).sum(-1) * mag
+        fscale = 1.0 + mag
         tau_lo = _down(1.0 - delta)
         tau_hi = _up(1.0 + delta)
         ghat = float(_up(g * (1 + 4 * 2.0 ** -53)))
@@ -242,7 +246,6 @@ class GapLP(Certificate):
             prog = TrajectoryProgram(start_lo=boxes.lo[j].numpy(), start_hi=boxes.hi[j].numpy(), n_records=len(uniq),
                                      k=int(ks[j]), lam=lam, eta=eta, ghat=ghat, eps=eps, mag=mag)
             prog.plant_dual = self._plant.get("dual")
-            gi = self.gap_intermediate * j
             n_tight = 0
             for local, t in enumerate(steps):
                 ids = idx[local].numpy()
@@ -258,11 +261,12 @@ class GapLP(Certificate):
                     todo = np.nonzero(~((mL >= th) | (mU < tl)))[0]
                     todo = todo[np.argsort(np.sign(w[todo, -1]), kind="stable")]
                     for i in todo:
-                        mU[i] = min(mU[i], self._bound(prog, th_cols, w[i], self.gap_intermediate, j))
+                        mU[i] = min(mU[i], self._bound(prog, th_cols, w[i], self.gap_intermediate * gscale[ids[i]], j))
                         n_tight += 1
                     for i in todo:
                         if mU[i] >= tl[i]:
-                            mL[i] = max(mL[i], -self._bound(prog, th_cols, -w[i], self.gap_intermediate, j))
+                            mL[i] = max(mL[i], -self._bound(prog, th_cols, -w[i], self.gap_intermediate * gscale[ids[i]],
+                                                            j))
                             n_tight += 1
                     if "loosen" in self._plant:
                         mL, mU = self._plant["loosen"](local, j, mL, mU)
@@ -272,14 +276,15 @@ class GapLP(Certificate):
             thT = prog.theta[-1]
             out_lo, out_hi = env.lo[q].clone(), env.hi[q].clone()
             for p in range(P):
-                out_hi[p] = min(float(out_hi[p]), self._bound(prog, thT[p:p + 1], np.ones(1), self.gap, j))
-                out_lo[p] = max(float(out_lo[p]), -self._bound(prog, thT[p:p + 1], -np.ones(1), self.gap, j))
+                out_hi[p] = min(float(out_hi[p]), self._bound(prog, thT[p:p + 1], np.ones(1), self.gap * fscale, j))
+                out_lo[p] = max(float(out_lo[p]), -self._bound(prog, thT[p:p + 1], -np.ones(1), self.gap * fscale, j))
             if bool((out_lo > out_hi).any()):
                 raise ConfigError("certificate.name", f"internal error: the gaplp bounds of radius {int(ks[j])} cross "
                                   f"the ledger box, which no sound engine allows; allowed: another certificate")
             lo[j], hi[j] = out_lo, out_hi
             self.stats.append({"window_start": steps[0], "k": int(ks[j]), "index": j, "tightened": n_tight,
-                               "columns": prog.n_cols, "rows": prog.n_rows, "cpu_s": time.process_time() - t0})
+                               "columns": prog.n_cols, "rows": prog.n_rows, "solves": prog.solves,
+                               "retries": prog.retries, "worst_gap": prog.worst_gap, "cpu_s": time.process_time() - t0})
             log.info("gaplp radius %d (index %d): %d margin solves, %d columns, %.1f s CPU", int(ks[j]), j, n_tight,
                      prog.n_cols, time.process_time() - t0)
         return Interval(lo, hi)

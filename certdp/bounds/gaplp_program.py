@@ -73,6 +73,9 @@ class TrajectoryProgram:
         self.steps: list[dict] = []
         self._lp = None
         self.plant_dual = None        # tests only: a planted solver fault (tests/test_gaplp.py)
+        self.solves = 0
+        self.retries = 0              # solves whose first attempt left the gap open
+        self.worst_gap = 0.0          # the largest certified U - L accepted
 
     # ---------------------------------------------------------------- building
     def _cols(self, lo, hi, shrink: bool = False) -> np.ndarray:
@@ -256,6 +259,9 @@ class TrajectoryProgram:
                 if v is not None:
                     best_l = max(best_l, v)
             if _accept_any or best_u <= _down(best_l + gap):
+                self.solves += 1
+                self.retries += attempt > 0
+                self.worst_gap = max(self.worst_gap, best_u - best_l)
                 return best_u, best_l, info
         raise ConfigError("certificate.name", f"internal error: the gaplp program's certified gap stayed open "
                           f"({best_u - best_l:.3g} > {gap:g}) after {ATTEMPTS} solves of a feasible, bounded LP (a "
