@@ -47,7 +47,11 @@ def main(argv=None):
     ap.add_argument("--tighten", default="all")
     ap.add_argument("--baselines", default="ibp,crowntt")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--log", action="store_true", help="the engine's progress every 20 steps (stderr)")
     a = ap.parse_args(argv)
+    if a.log:
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if a.quick:
         a.steps, a.n, a.radii, a.tighten = 4, 40, "1,2", "all"
     x, y, m, st = blobs(a.steps, a.n)

@@ -17,8 +17,8 @@ For a radius k, P_k(D) is a polytope in absolute coordinates (no reference run):
   kink band [tau_lo, tau_hi] = [1 - delta, 1 + delta] rounded outward, delta >= |fl(margin) -
   m| of the float run, milp_window.gradient_slack at a data-independent magnitude), with a
   margin interval [mL, mU] (below): surely inactive (mL >= tau_hi) slots add nothing, surely
-  active ones (mU < tau_lo) add u c with u = 1 - s_r (+- 2^-40), uncertain ones have columns
-  a, abar, u in [0, 1] and the **hull rows**
+  active ones (mU < tau_lo) add u c with 1 - s_r - 2^-40 <= u <= 1 - s_r, uncertain ones have
+  columns a, abar, u in [0, 1] and the **hull rows**
 
       alpha a + w.theta_t >= tau_lo,   beta abar - w.theta_t >= -tau_hi,   a + abar = 1 (+- 2^-40),
       alpha = max(0, up(tau_lo - mL)),  beta = max(0, up(mU - tau_hi)),
@@ -26,7 +26,11 @@ For a radius k, P_k(D) is a polytope in absolute coordinates (no reference run):
   i.e. a >= (tau_lo - m)/alpha and a <= 1 - (m - tau_hi)/beta: the convex hull of the step
   1[m < 1] over [mL, mU] with the kink anywhere in the band (the float run's activation is
   1[fl(m) < 1]: 1 only where m < tau_hi, 0 only where m >= tau_lo), and McCormick's rows of
-  u = a (1 - s_r): u <= a, u <= 1 - s_r, u >= a - s_r;
+  u = a (1 - s_r): u <= a, u <= 1 - s_r, u >= a - s_r.  Every row but u + s_r <= 1 carries a
+  data-independent slack (2^-40 times the row's data-independent magnitude: looser, so sound, and
+  the same for D and D'), which leaves room for the verification of a repaired primal; u + s_r
+  <= 1 has none, because the nesting argument below spends exactly 1 - s_r (the verification
+  decides such rows in exact rationals);
 * E_t in [-ghat S_t, ghat S_t]^P, S_t = sum_{slots of t} s_rec, ghat = gamma (1 + 4u): the
   substituted slots' clipped gradients;
 * the update rows  |theta_{t+1} - lam theta_t + sum_i fl(eta c_i) u_i + eta E_t| <= eps  (per
@@ -52,7 +56,9 @@ columns re-assigned):
   lies in any sound relaxation of D' (its interval contains the point's margin, by induction);
 * the differing record r: put s'_r = 1 (budget k_j + 1 <= k_{j+1}), u'_r = 0 and move D's slot
   term fl(eta c_r) u_r into E': |E'_p| <= ghat sum_{other} s + ghat s_r + |fl(eta c_rp)| u_r / eta
-  <= ghat (sum_{other} s + 1) = ghat S'_t because u_r + s_r <= 1 and |fl(eta c)| / eta <= ghat;
+  <= ghat (sum_{other} s + 1) = ghat S'_t (plus the same slack on both sides) because u_r + s_r
+  <= 1 holds exactly and |fl(eta c)| / eta <= ghat; the budget row's slack 2^-40 (1 + k) grows
+  with k;
   a'_r exists in its hull at the point's margin since D''s interval for x'_r contains the margins
   of P_{k_{j+1}}(D'), which contains P_{k_j}(D)'s points (induction over the steps);
 * the boxes X_t nest (ledger), the start boxes nest (AGT), budget, eps, ghat and LINK_SLACK are
@@ -270,6 +276,9 @@ class GapLP(Certificate):
                             n_tight += 1
                     if "loosen" in self._plant:
                         mL, mU = self._plant["loosen"](local, j, mL, mU)
+                if (local + 1) % 20 == 0:
+                    log.info("gaplp radius %d: %d of %d steps, %d margin solves, %d columns, %.1f s CPU", int(ks[j]),
+                             local + 1, F, n_tight, prog.n_cols, time.process_time() - t0)
                 nlo, nhi = (trace[local + 1] if local + 1 < F else (env.lo, env.hi))
                 prog.add_step(w=w, c=C[ids], rec=rec[local].numpy(), lo=mL, hi=mU, tau_lo=tl, tau_hi=th,
                               next_lo=nlo[q].numpy(), next_hi=nhi[q].numpy())

@@ -143,10 +143,12 @@ class TrajectoryProgram:
             idx += [np.r_[th, a[q]], np.r_[th, ab[q]], [a[q], ab[q]], [u[q], a[q]], [u[q], sc], [u[q], a[q], sc]]
             val += [np.r_[w[i], alpha[i]], np.r_[-w[i], beta[i]], [1.0, 1.0], [1.0, -1.0], [1.0, 1.0], [1.0, -1.0, 1.0]]
             L += [tau_lo[i] - hs[i], -tau_hi[i] - hs[i], 1.0 - sl, -math.inf, -math.inf, -2 * sl]
-            H += [math.inf, math.inf, 1.0 + sl, 2 * sl, 1.0 + 2 * sl, math.inf]
+            # u + s_r <= 1 has no slack: the nesting argument moves a slot's u_r into the substituted
+            # record's E, which has room for exactly 1 - s_r (certdp/bounds/gaplp.py)
+            H += [math.inf, math.inf, 1.0 + sl, 2 * sl, 1.0, math.inf]
         for q, i in enumerate(ia):                      # surely active: u = 1 - s
             idx.append([u[n_u + q], self.s[rec[i]]]); val.append([1.0, 1.0])
-            L.append(1.0 - LINK_SLACK); H.append(1.0 + LINK_SLACK)
+            L.append(1.0 - LINK_SLACK); H.append(1.0)
         slots = np.r_[iu, ia].astype(np.int64)
         coef = self.eta * c[slots]                     # [n_slots, P]: fl(eta c_ip)
         srec = self.s[rec]
@@ -224,9 +226,10 @@ class TrajectoryProgram:
             z[st["ab"]] = 1.0 - a
             sr = s[st["rec"]]
             su = sr[iu]
-            ulo = np.maximum(0.0, a - su); uhi = np.minimum(a, 1.0 - su)
-            uu = np.clip(z[st["u"][:len(iu)]], ulo, np.maximum(ulo, uhi))
-            ua = 1.0 - sr[ia]
+            # 1 - s rounded down: u + s <= 1 exactly (that row has no slack)
+            ulo = np.maximum(0.0, a - su); uhi = np.minimum(a, _down(1.0 - su))
+            uu = np.clip(z[st["u"][:len(iu)]], np.minimum(ulo, uhi), uhi)
+            ua = np.maximum(0.0, _down(1.0 - sr[ia]))
             z[st["u"]] = np.r_[uu, ua]
             S = float(np.sum(sr))
             cap = self.ghat * S * (1 - 1e-12)
