@@ -132,3 +132,14 @@ def test_gaplp_refusals_scope_and_smoothness():
         check_supported(get_certificate("gaplp"), ModelSpec((2, 1), "mse"))
     # declared nesting: smooth releases accept it under privacy.smoothness=proven
     assert release_proof(get_certificate("gaplp"), "proven") is True
+
+
+def test_two_workers_give_the_same_envelopes_and_pass_refusals_on():
+    m, x, y, s, plan, gen = _problem(steps=4)
+    one = _env(x, y, m, s, plan)
+    two = _env(x, y, m, s, plan, workers=2)
+    assert torch.equal(one.lo, two.lo) and torch.equal(one.hi, two.hi)
+    with pytest.raises(ConfigError, match="certified gap stayed open"):
+        _env(x, y, m, s, plan, workers=2, _plant={"dual": lambda yy: 0.0 * yy})
+    with pytest.raises(ConfigError, match="certificate.workers"):
+        get_certificate("gaplp", workers=3)

@@ -112,7 +112,9 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing as mp
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import torch
@@ -126,6 +128,15 @@ from certdp.errors import ConfigError
 from certdp.losses import Hinge
 
 log = logging.getLogger("certdp")
+_ROW = None            # the row function a forked worker runs (set around the pool only)
+
+
+def _call_row(task):
+    q, j = task
+    try:
+        return _ROW(q, j)
+    except ConfigError as e:                            # not picklable: sent back as its parts
+        return ("error", e.key, e.message, None)
 
 
 def _schedule(v):
@@ -155,10 +166,11 @@ class GapLP(Certificate):
     """``certificate=gaplp``: the whole-trajectory relaxation solved to a certified gap with a
     ramp in the radius index (module docstring).  Options: ``gap`` (gamma of the final bounds),
     ``gap_intermediate`` (gamma of the margin intervals), ``tighten`` (steps whose uncertain margins
-    are tightened: all | none | a period n), ``time_limit`` (refused: null only)."""
+    are tightened: all | none | a period n), ``time_limit`` (refused: null only), ``workers``
+    (processes solving the radii, 1 or 2: the same bounds either way)."""
 
     name = "gaplp"
-    options = ("gap", "gap_intermediate", "tighten", "time_limit")
+    options = ("gap", "gap_intermediate", "tighten", "time_limit", "workers")
     scope = "single-layer hinge classifiers"
     devices = ("cpu",)
     device_note = "its programs are solved by HiGHS, a CPU solver"
@@ -166,7 +178,7 @@ class GapLP(Certificate):
     window_budget = True
     nesting_monotone = True
 
-    def __init__(self, *, gap=1e-4, gap_intermediate=1e-4, tighten="all", time_limit=None):
+    def __init__(self, *, gap=1e-4, gap_intermediate=1e-4, tighten="all", time_limit=None, workers=1):
         if time_limit is not None:
             raise ConfigError("certificate.time_limit", "a time limit can leave a gap open, and the bound would then "
                               "depend on where the solve on the private data stopped (no nesting); allowed: null "
@@ -174,6 +186,13 @@ class GapLP(Certificate):
         self.gap = _gap(gap, "certificate.gap")
         self.gap_intermediate = _gap(gap_intermediate, "certificate.gap_intermediate")
         self.tighten = _schedule(tighten)
+        try:
+            self.workers = None if isinstance(workers, bool) else int(workers)
+        except (TypeError, ValueError):
+            self.workers = None
+        if self.workers not in (1, 2) or str(self.workers) != str(workers).strip():
+            raise ConfigError("certificate.workers", f"must be 1 or 2 (got {workers!r}); allowed: 1, 2 (processes "
+                                                     f"solving the radii)")
         self.stats: list[dict] = []
         self._plant = {}          # tests only: planted faults (tests/test_gaplp.py)
 
@@ -247,7 +266,7 @@ class GapLP(Certificate):
         tau_hi = _up(1.0 + delta)
         ghat = float(_up(g * (1 + 4 * 2.0 ** -53)))
         eps = 4.0 * update_slack(b=2 * b + P, lr=lr, clip=g * (b + 2), magnitude=mag) + 1e-300
-        for q, j in enumerate(pos.tolist()):
+        def row(q: int, j: int):
             t0 = time.process_time()
             prog = TrajectoryProgram(start_lo=boxes.lo[j].numpy(), start_hi=boxes.hi[j].numpy(), n_records=len(uniq),
                                      k=int(ks[j]), lam=lam, eta=eta, ghat=ghat, eps=eps, mag=mag)
@@ -290,10 +309,28 @@ class GapLP(Certificate):
             if bool((out_lo > out_hi).any()):
                 raise ConfigError("certificate.name", f"internal error: the gaplp bounds of radius {int(ks[j])} cross "
                                   f"the ledger box, which no sound engine allows; allowed: another certificate")
-            lo[j], hi[j] = out_lo, out_hi
-            self.stats.append({"window_start": steps[0], "k": int(ks[j]), "index": j, "tightened": n_tight,
-                               "columns": prog.n_cols, "rows": prog.n_rows, "solves": prog.solves,
-                               "retries": prog.retries, "worst_gap": prog.worst_gap, "cpu_s": time.process_time() - t0})
+            st = {"window_start": steps[0], "k": int(ks[j]), "index": j, "tightened": n_tight, "columns": prog.n_cols,
+                  "rows": prog.n_rows, "solves": prog.solves, "retries": prog.retries, "worst_gap": prog.worst_gap,
+                  "cpu_s": time.process_time() - t0}
             log.info("gaplp radius %d (index %d): %d margin solves, %d columns, %.1f s CPU", int(ks[j]), j, n_tight,
                      prog.n_cols, time.process_time() - t0)
+            return out_lo, out_hi, st
+
+        # the radii are independent programs: one after the other, or in ``workers`` processes
+        tasks = list(enumerate(pos.tolist()))
+        if self.workers > 1 and len(tasks) > 1:
+            global _ROW
+            _ROW = row
+            try:
+                with ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("fork")) as ex:
+                    res = list(ex.map(_call_row, tasks))
+            finally:
+                _ROW = None
+        else:
+            res = [row(q, j) for q, j in tasks]
+        for (q, j), r in zip(tasks, res):
+            if isinstance(r[0], str):                       # a refusal inside a worker process
+                raise ConfigError(r[1], r[2])
+            lo[j], hi[j] = r[0], r[1]
+            self.stats.append(r[2])
         return Interval(lo, hi)
