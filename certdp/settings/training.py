@@ -191,8 +191,8 @@ ENGINE_OPTIONS = {
                          help="how the k substituted records leave the batch sum: topk (exact) | tau (threshold grid)"),
     "frequency": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
                        help="F: training steps per MILP window (1: exact per step)"),
-    "time_limit": Field(None, partial(real, lo=0, lo_open=True),
-                        help="seconds per MILP objective (the search stops with the safe bound it has)"),
+    "time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="none (gaplp: the only value)"),
+                        help="seconds per MILP objective (the search stops with the safe bound it has); gaplp refuses any"),
     "run_time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
                             help="seconds for all windows of one AGT pass (null: no run budget)"),
     "solver": Field(None, text, help="the LP solver proposing duals: highs | cbc"),
@@ -209,6 +209,9 @@ ENGINE_OPTIONS = {
     "branch": Field(None, _by_engine, help="radii split per substituted record (auto: radius 1 when cheap; 0: none)"),
     "alpha_iters": Field(None, _by_engine,
                          help="hinge head: Adam steps on the relaxation lines of the final bounds (0: area rule only)"),
+    "gap": Field(None, _by_engine, help="gaplp: certified gap gamma of the final bounds (radius index j adds gamma j)"),
+    "gap_intermediate": Field(None, _by_engine, help="gaplp: certified gap of the margin intervals (intermediate bounds)"),
+    "tighten": Field(None, _by_engine, help="gaplp: steps whose uncertain margins are tightened: all | none | a period n"),
 }
 
 
