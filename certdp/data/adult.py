@@ -68,7 +68,8 @@ def adult_matrix(df: pd.DataFrame) -> np.ndarray:
     for col, cats in ADULT_CATEGORIES.items():
         unknown = set(df[col].unique()) - set(cats)
         if unknown:
-            raise ConfigError("dataset", f"adult: unexpected {col} values {sorted(unknown)[:3]}")
+            raise ConfigError("dataset", f"adult: unexpected {col} values {sorted(unknown)[:3]}; allowed: "
+                                             "the UCI Adult files as published (adult.data, adult.test)")
         parts.append((df[col].to_numpy()[:, None] == np.asarray(cats)[None, :]).astype(np.float64))
     return np.concatenate(parts, axis=1)
 

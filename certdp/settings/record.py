@@ -7,7 +7,7 @@ a ``config.yaml`` whose SHA-256 differs from the one ``run.json`` recorded (edit
 a removed ``seed`` would otherwise silently become the default 0), a ``config.yaml`` of another
 layout (``config_format``) or without the keys every run writes.  Input files (``dataset.path``,
 ``queries``) whose checksum changed since the run are not refused -- the rerun reads them as they
-are now -- but reported (:attr:`RunRecord.warnings`).
+are now -- but reported (:attr:`RunRecord.warnings`); an input that is gone is refused (one line).
 """
 
 from __future__ import annotations
@@ -120,13 +120,16 @@ def load_run_record(run_dir: str | Path, *, commands: Sequence[str]) -> RunRecor
 
 
 def input_warnings(recorded: list[dict], cfg: dict) -> list[str]:
-    """One line per input whose file is not what the run read (changed, moved or gone)."""
+    """One line per input whose file is not what the run read (changed or moved); an input that
+    is gone or unreadable is a refusal (the rerun could not read it), in one line."""
     now = {r["key"]: r for r in results.input_records(cfg)}
     out = []
     for r in recorded:
         cur = now.get(r["key"])
         if cur is None:
-            out.append(f"{r['key']}: {r['path']} is gone or unreadable since the run")
+            raise ConfigError(r["key"], f"{shown(Path(r['path']))}, which the run read, is gone or unreadable; nothing "
+                                        "was run; allowed: the run's input file back at that path (or a new run "
+                                        f"with {r['key']}=FILE)")
         elif cur["path"] != r["path"]:
             out.append(f"{r['key']}: now reads {cur['path']}, the run read {r['path']}")
         elif cur["sha256"] != r["sha256"]:
