@@ -1,6 +1,6 @@
 """The CLI end to end on small data, Hydra features, one-line errors for bad input, and the
-surfaces of issue 28: predict's edges, one format for every refusal, and an import of certdp
-without side effects."""
+surfaces of issue 28: predict's edges, one format for every refusal, the README's commands,
+`make clean`, and an import of certdp without side effects."""
 
 import ast
 import io
@@ -318,6 +318,72 @@ def test_list_settings_knows_every_command_that_list_names():
     assert "profile = paper" in main_in_process("list", "settings", "figures")[1]
     code, _, err = main_in_process("list", "settings", "nope")
     assert code == 2 and REFUSAL.match(one_line(err)) and "resume" in err
+
+
+# ------------------------------------------------------------------------------ README and Makefile (items 14, 15)
+def _readme_first_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"^## The two first commands\n.*?```bash\n(.*?)```", text, re.S | re.M).group(1)
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def _make_variables() -> dict:
+    return dict(re.findall(r"^(\w+) \?= *(\S+)", (ROOT / "Makefile").read_text(), re.M))
+
+
+def test_the_readme_first_commands_are_what_make_provides():
+    """Each of the README's two first commands runs, exactly as written, in a fresh clone after
+    `make install`: a `make` target, or a program that `make install` puts in its venv (the
+    project's script), with a command line that the settings accept.  A bare `certdp` is not on
+    the PATH after `make install`.  (.ci/run runs the first one in a fresh clone.)"""
+    import tomllib
+
+    from certdp.cli import COMMANDS
+    from certdp.settings import config_dir
+    from certdp.settings.compose import compose_and_parse
+    commands = _readme_first_commands()
+    assert len(commands) == 2
+    makefile = (ROOT / "Makefile").read_text()
+    venv_bin = f"{_make_variables()['VENV']}/bin/"
+    install = re.search(r"^install:.*?\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    assert "-m venv $(VENV)" in install and "pip install -q -e '.[$(EXTRAS)]'" in install
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for command in commands:
+        prog, *args = command.split()
+        if prog == "make":
+            assert len(args) == 1 and re.search(rf"^{re.escape(args[0])}:", makefile, re.M), command
+            continue
+        assert prog.startswith(venv_bin) and prog[len(venv_bin):] in scripts, \
+            f"{command!r}: {prog} is not what `make install` provides (it installs {venv_bin}<script>)"
+        assert scripts[prog[len(venv_bin):]] == "certdp.cli:main" and args[0] in COMMANDS
+        assert compose_and_parse(args[0], args[1:], multirun=False, config_path=str(config_dir()),
+                                 config_name=args[0])                    # the settings are accepted
+
+
+def _make(target: str, cwd: Path) -> subprocess.CompletedProcess:
+    import shutil
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    return subprocess.run(["make", "-f", str(ROOT / "Makefile"), target], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_make_clean_removes_build_artefacts_and_keeps_every_run(tmp_path):
+    runs = [tmp_path / "outputs" / "agtr" / "linear" / "r1" / "results.csv",
+            tmp_path / "outputs" / "figures" / "agtr_gs.png", tmp_path / "outputs" / "README.md"]
+    built = [tmp_path / "build" / "site" / "index.html", tmp_path / ".pytest_cache" / "v" / "x",
+             tmp_path / "dist" / "certdp-0.1.0-py3-none-any.whl"]
+    for f in runs + built:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x\n")
+    r = _make("clean", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert all(f.exists() for f in runs) and not any(f.exists() for f in built)
+    dry = _make("-n", tmp_path)                             # the default target must not delete either
+    assert "outputs" not in dry.stdout
+    r = _make("delete-outputs", tmp_path)                   # the separately named target does
+    assert r.returncode == 0 and not (tmp_path / "outputs" / "agtr").exists()
+    assert (tmp_path / "outputs" / "README.md").exists()
 
 
 # ------------------------------------------------------------------------------ import without side effects (item 16)
