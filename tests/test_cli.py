@@ -400,18 +400,20 @@ def heap_served():
     libc.free(p)
     return "[heap]" in line
 
-state = {}
+def handlers():
+    return [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)]
+
+state = {"start": handlers()}      # as inherited (a background job starts with SIGINT ignored)
 import certdp
-state["import certdp"] = [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)] + [
-    "torch" in sys.modules, heap_served()]
+state["import certdp"] = handlers() + ["torch" in sys.modules, heap_served()]
 import certdp.cli
-state["import certdp.cli"] = [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)] + [heap_served()]
+state["import certdp.cli"] = handlers() + [heap_served()]
 sys.argv = ["certdp", "--version"]
 try:
     certdp.cli.main()
 except SystemExit:
     pass
-state["certdp.cli.main"] = [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)] + [heap_served()]
+state["certdp.cli.main"] = handlers() + [heap_served()]
 print(json.dumps(state))
 """
 
@@ -421,10 +423,10 @@ def test_importing_certdp_has_no_side_effects_and_the_cli_tunes_malloc():
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     state = json.loads(r.stdout.strip().splitlines()[-1])
-    default = [str(signal.default_int_handler), str(signal.Handlers.SIG_DFL)]
-    assert state["import certdp"] == default + [False, False]            # no handler, no torch, malloc untouched
-    assert state["import certdp.cli"] == default + [False]                # as a library: still none
-    assert state["certdp.cli.main"] == default + [True]                   # the CLI: handlers restored, malloc tuned
+    start = state["start"]
+    assert state["import certdp"] == start + [False, False]              # no handler, no torch, malloc untouched
+    assert state["import certdp.cli"] == start + [False]                  # as a library: still none
+    assert state["certdp.cli.main"] == start + [True]                     # the CLI: handlers restored, malloc tuned
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
