@@ -253,7 +253,8 @@ def staircase(lo: torch.Tensor, hi: torch.Tensor, nominal, k_values: torch.Tenso
     if global_sensitivity is None and not has_n:
         from certdp.errors import ConfigError
         raise ConfigError("staircase", f"the radii stop at {ks[-1]} < N={n_total} and the output has no "
-                          "global sensitivity: add N to the staircase (staircase.include_n=true) or set an output range")
+                          "global sensitivity; allowed: radii up to N (staircase.include_n=true) or an output range "
+                          "(dataset.output_range)")
     if isinstance(nominal, (tuple, list)):
         n_lo, n_hi = nominal
     else:
