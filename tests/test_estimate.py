@@ -92,13 +92,22 @@ def test_pate_shards_are_one_agt_pass_each():
     assert w.train.count((20, 4000 * P)) == 3                             # nominal + the T=1 and T=8 shard models
 
 
-def test_ags_baselines_count_every_trained_model():
+def test_ags_baselines_count_every_trained_model_and_noise_calibration():
     s = settings("ags", "dataset=blobs", "train.steps=10", "privacy.epsilons=[1,2]", "ags.baselines=[dpsgd_matched]")
     w = E.work_of(s)
     n, d, _ = dataset_size(dict(s.dataset))
     draws = s.ags.baseline_draws or s.privacy.n_draws
     B = min(s.train.batch_size or n, n)
-    assert (10 * 2 * 2, draws * B * (d + 1)) in w.train                   # 2 budgets x 2 regimes, every draw
+    (key, loops), = w.other.items()
+    assert key == f"dpsgd/{d}-1-hinge/b{B}" and loops == [(10 * 2 * 2, draws * B * (d + 1))]   # 2 budgets x 2 regimes
+    s = settings("ags", "dataset=blobs", "privacy.epsilons=[1,2,5]", "ags.baselines=[dpsgd_optimised]",
+                 "dpsgd.optimised.accountants=[pld,rdp]", "dpsgd.optimised.grid.batch_size=[64]",
+                 "dpsgd.optimised.grid.epochs=[5,20]",
+                 "dpsgd.optimised.grid.lr=[0.5,2.0]", "dpsgd.optimised.grid.clip=[0.1]")
+    w = E.work_of(s)
+    assert w.other == {"accountant/pld": [(3 * 2, 0.0)], "accountant/rdp": [(3, 0.0)]}   # a calibration per (batch, epochs)
+    steps = [round(ep * n / 64) for ep in (5, 20)]                          # Poisson steps of each candidate
+    assert (3 * steps[0] * 2, 64 * (d + 1)) in w.train and (3 * steps[1] * 2, 64 * (d + 1)) in w.train
 
 
 def test_what_the_model_cannot_count_is_named_and_an_unknown_size_gives_none(tmp_path):
@@ -149,14 +158,14 @@ def test_a_rate_is_timed_on_the_runs_own_model_engine_and_batch(tmp_path, monkey
     E.estimate(s)
     assert {(b, k < 40_000) for key, b, k, _ in m.calls if key == spec.key} == {(40_000, True)}
     blobs = E.work_of(settings("ags", "dataset=blobs"))
-    assert blobs.train_spec.loss == "hinge" and all(sp.minibatch for sp in blobs.specs.values())
+    assert blobs.train_spec.loss == "hinge" and all(sp.minibatch for sp in blobs.specs.values() if sp.kind == "agt")
 
 
 # ---------------------------------------------------------------------------- the rates
 def test_calibrate_recovers_a_planted_overhead_unit_and_compile(monkeypatch):
     m = Machine(overhead=0.003, unit=2.5e-8, setup=0.0, compile_s=1.5)
     monkeypatch.setattr(R, "probe", lambda **kw: m.probe)
-    spec = R.Spec((8, 32, 1), "mse", ("ibp", ()), batch=512, hint=512 * 321 * 64)
+    spec = R.Spec((8, 32, 1), "mse", ("ibp", ()), batch=512, kind="agt", hint=512 * 321 * 64)
     assert spec.n_params == 321
     rate = R.calibrate(spec, "cpu", timer=m.timer_of(spec, "cpu"))
     assert rate.overhead == pytest.approx(0.003, rel=1e-6) and rate.unit == pytest.approx(2.5e-8, rel=1e-6)
@@ -169,7 +178,7 @@ def test_a_rate_at_the_floor_is_refused_and_timed_again(tmp_path, monkeypatch):
     """The defect: noise on a loaded machine made the large steps look no dearer than the
     small ones and the rate was cached at the 1e-15 floor (`ibp-tau/mlp`, `train/mlp`)."""
     m = Machine(flat_first=1).install(monkeypatch, tmp_path)
-    spec = R.Spec((8, 32, 1), "mse", ("ibp", ()), batch=512, hint=512 * 321 * 64)
+    spec = R.Spec((8, 32, 1), "mse", ("ibp", ()), batch=512, kind="agt", hint=512 * 321 * 64)
     rate = R.rates([spec], "cpu")[spec.key]
     assert rate.unit == pytest.approx(m.unit, rel=1e-6) and not rate.provisional     # the second timing's
     assert R.cached("cpu", spec.key)[0].unit == pytest.approx(m.unit, rel=1e-6)
@@ -348,7 +357,22 @@ def test_a_long_run_says_its_estimate_before_it_starts_and_a_small_one_times_not
 @pytest.mark.slow           # a real timing: 2-40 s on 2 cores, with the load
 def test_a_real_timing_is_plausible_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("CERTDP_CACHE", str(tmp_path))
-    spec = R.Spec((4, 8, 1), "mse", ("ibp", ()), batch=256, hint=256 * 49 * 32)
+    spec = R.Spec((4, 8, 1), "mse", ("ibp", ()), batch=256, kind="agt", hint=256 * 49 * 32)
     rate = R.rates([spec], "cpu")[spec.key]
     assert rate.refused(__import__("torch").device("cpu")) is None and not rate.provisional
     assert R.cached("cpu", spec.key)[0] == rate
+
+
+def test_timing_inside_a_run_leaves_the_runs_checkpoint_alone(tmp_path):
+    """The matched DP-SGD baseline opens a checkpoint loop: timed during a run (announce), it
+    must not enter that run's checkpoint (its loop keys would shift and a resume would refuse)."""
+    from certdp.estimate.timers import timer_of
+    run = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=0, progress_s=None,
+                             record={"format": checkpoint.STATE_FORMAT})
+    checkpoint.activate(run)
+    try:
+        timer_of(R.Spec((2, 1), "hinge", batch=8, kind="dpsgd"), "cpu")(8, 2, 2)
+        assert checkpoint.current() is run
+    finally:
+        checkpoint.activate(None)
+    assert run.entries == {} and run.counts == {} and not (tmp_path / "r.resumable").exists()

@@ -51,31 +51,39 @@ MAX_BAND = 20.0
 # ---------------------------------------------------------------------------- the work of a run
 @dataclass
 class Work:
-    """A run's loops: ``train`` [(steps, elements per step)] of training-like steps (B*P) and
-    ``agt`` {rate key: [(steps, elements per step)]} of AGT steps (K*B*P); ``specs``: what each
-    key times (``train_spec`` the training steps'); ``tags``: the checkpoint loop key of a loop
-    ("agt#0" -> ("agt", key, index)); ``unmodelled`` names what the estimate leaves out."""
+    """A run's loops: ``train`` [(steps, elements per step)] of training-like steps (B*P),
+    ``agt`` {rate key: [(steps, elements per step)]} of AGT steps (K*B*P) and ``other`` {rate
+    key: [(steps or calls, elements)]} of the matched DP-SGD steps (draws*B*P) and the DP-SGD
+    accountants' noise calibrations (calls); ``specs``: what each key times (``train_spec`` the
+    training steps'); ``tags``: the checkpoint loop key of a loop ("agt#0" -> ("agt", key,
+    index)); ``unmodelled`` names what the estimate leaves out."""
     train: list[tuple[float, float]] = field(default_factory=list)
     agt: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     unmodelled: list[str] = field(default_factory=list)
     specs: dict[str, Spec] = field(default_factory=dict)
     train_spec: Spec | None = None
     tags: dict[str, tuple] = field(default_factory=dict)
+    other: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def add_agt(self, spec: Spec, steps: float, elements: float) -> None:
         self.specs[spec.key] = spec
         self.agt.setdefault(spec.key, []).append((float(steps), float(elements)))
 
+    def add_other(self, spec: Spec, steps: float, elements: float) -> None:
+        self.specs[spec.key] = spec
+        self.other.setdefault(spec.key, []).append((float(steps), float(elements)))
+
     def elements(self) -> float:
         """Every loop's steps x elements, summed."""
-        return sum(s * e for s, e in self.train) + sum(s * e for loops in self.agt.values() for s, e in loops)
+        return sum(s * e for s, e in self.train) + sum(s * e for loops in (*self.agt.values(), *self.other.values())
+                                                       for s, e in loops)
 
     def left(self, entries: dict | None) -> "Work":
         """The work a run resumed from a checkpoint's ``entries`` (:func:`certdp.checkpoint.load`)
         has left: a tagged loop the checkpoint finished counts nothing, one saved at step s
         counts its steps after s; an untagged loop counts whole."""
         out = Work(list(self.train), {k: list(v) for k, v in self.agt.items()}, list(self.unmodelled),
-                   dict(self.specs), self.train_spec, dict(self.tags))
+                   dict(self.specs), self.train_spec, dict(self.tags), {k: list(v) for k, v in self.other.items()})
         for ck, (kind, key, i) in self.tags.items():
             entry = (entries or {}).get(ck)
             if not isinstance(entry, dict):
@@ -169,7 +177,7 @@ def work_of(settings) -> Work | None:
         if agg == "tau":
             from certdp.bounds.ibp import COMPILE_MIN_ELEMENTS
             compiled = el >= COMPILE_MIN_ELEMENTS
-        spec = Spec(widths, loss, engine, batch=b, minibatch=E >= 2, compiled=compiled, hint=el)
+        spec = Spec(widths, loss, engine, batch=b, kind="agt", minibatch=E >= 2, compiled=compiled, hint=el)
         if tag:
             w.tags[tag] = ("agt", spec.key, len(w.agt.get(spec.key, [])))
         w.add_agt(spec, steps, el)
@@ -213,18 +221,28 @@ def work_of(settings) -> Work | None:
 
 def _baselines(w: Work, settings, arms, draws: int, n: int, B: int, P: int) -> None:
     """The trained baselines of AGS / dpsgd: matched DP-SGD (draws trajectories per budget and
-    regime), the optimised grid (every candidate once per budget, the chosen one again per
-    further accountant), PATE (teachers once, a student per budget, regime and query count)."""
+    regime, its own rate), the optimised grid (every candidate's steps once per approximate
+    budget, the chosen one again per further accountant, and a noise calibration per batch size
+    and epoch count, or per further accountant: the accountants' rates), PATE (teachers once, a
+    student per budget, regime and query count)."""
+    from certdp.privacy.dpsgd_core import poisson_schedule
     tr, pv, bl = settings.train, settings.privacy, settings.baselines
     n_eps = len(pv.epsilons)
+    spec = w.train_spec
     for arm in ("dpsgd_matched", "dpsgd_matched_basic"):
         if arm in arms:
-            w.train.append((tr.steps * 2 * n_eps, draws * B * P))
+            w.add_other(Spec(spec.widths, spec.loss, batch=B, kind="dpsgd"), tr.steps * 2 * n_eps, draws * B * P)
     if "dpsgd_optimised" in arms:
         g = bl.grid
-        per = sum(ep * n for ep in g.epochs) * len(g.batch_size) * len(g.lr) * len(g.clip)
-        again = max(g.epochs) * n * max(0, len(bl.accountants) - 1)
-        w.train.append((n_eps, (per + again) * P))
+        for bs in g.batch_size:
+            for ep in g.epochs:
+                b, _, steps = poisson_schedule(batch_size=bs, epochs=ep, n=n)
+                w.train.append((n_eps * steps * len(g.lr) * len(g.clip), b * P))
+        b, _, steps = poisson_schedule(batch_size=max(g.batch_size), epochs=max(g.epochs), n=n)
+        w.train.append((n_eps * steps * max(0, len(bl.accountants) - 1), b * P))
+        for i, name in enumerate(bl.accountants):
+            calls = n_eps * (len(g.batch_size) * len(g.epochs) if i == 0 else 1)
+            w.add_other(Spec((), "", (name, ()), kind="accountant"), calls, 0.0)
     if "pate" in arms:
         w.train.append((tr.steps * len(bl.teachers), n * P))
         student = min(tr.steps, bl.student_steps)
@@ -271,7 +289,7 @@ def duration_span(lo: float, hi: float) -> str:
 
 def keys_of(settings, work: Work) -> list[str]:
     """The rates a run's work needs: its training rate first, then its AGT engines'."""
-    return ([work.train_spec.key] if work.train_spec is not None else []) + list(work.agt)
+    return ([work.train_spec.key] if work.train_spec is not None else []) + list(work.agt) + list(work.other)
 
 
 def _load() -> float:
@@ -288,12 +306,13 @@ def overhead_s() -> float:
 
 
 def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None = None, entries: dict | None = None,
-             say=None, retime_moved: float | None = None) -> Estimate | None:
+             say=None, retime_moved: float | None = None, scaled: bool = True) -> Estimate | None:
     """The estimated seconds of a run of ``settings`` on ``device`` (default: the run's own),
     or None when its size is unknown or a rate is missing (``calibrate=False``, nothing cached).
     ``work``: the run's :func:`work_of`, when the caller has it; ``entries``: the checkpoint a
     resumed run continues (what is left is estimated); ``say``: progress lines while timing;
-    ``retime_moved``: time a cached rate again when the load moved by more than this factor."""
+    ``retime_moved``: time a cached rate again when the load moved by more than this factor;
+    ``scaled``: scale the rates by the load now (:func:`rates.probe`), else take them as timed."""
     work = work_of(settings) if work is None else work
     if work is None:
         return None
@@ -307,21 +326,24 @@ def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None
     table = R.rates(specs, dev, calibrate_missing=calibrate, say=say, retime_moved=retime_moved)
     if any(s.key not in table for s in specs):
         return None
-    now = R.probe() if dev.type == "cpu" else 1.0
+    probed = R.probe() if scaled and dev.type == "cpu" else None
+
+    def now(r: R.Rate) -> float:
+        return r.probe if probed is None else probed
 
     def seconds(w: Work) -> float:
         g = table[w.train_spec.key]
-        sec = overhead_s() + sum(g.seconds(s, e, now) for s, e in w.train)
-        for k, loops in w.agt.items():
+        sec = overhead_s() + sum(g.seconds(s, e, now(g)) for s, e in w.train)
+        for k, loops in (*w.agt.items(), *w.other.items()):
             r = table[k]
             if any(s > 0 for s, _ in loops):
-                sec += r.setup * now / r.probe + sum(r.seconds(s, e, now) for s, e in loops)
+                sec += r.setup * now(r) / r.probe + sum(r.seconds(s, e, now(r)) for s, e in loops)
         return sec
 
     whole = seconds(work)
     sec = seconds(work.left(entries)) if entries else whole
     used = [table[s.key] for s in specs]
-    moved = max(max(now / r.probe, r.probe / now) for r in used)
+    moved = max(max(now(r) / r.probe, r.probe / now(r)) for r in used)
     # the band: the model's measured error, the repeats' spread, the load's move since the timing
     # (a rate scaled by the probe) and the load now (it may fall or rise during the run)
     spread = min(max(r.spread for r in used), 1.0)
@@ -337,13 +359,16 @@ LONG_RUN_S = 600.0          # a run estimated longer than this says so before it
 OPTIMISTIC_UNIT = {"cpu": 5e-10, "cuda": 2e-12}
 CALIBRATE_ABOVE_S = 30.0    # ... : when its work at that rate exceeds this (the timing takes ~5-30 s once)
 RETIME_MOVED = 3.0          # such a run times a cached rate again when the load moved more than this
+SLOWEST = 30.0              # a small run's cached estimate, this much slower, is still short: no probe
 
 
 def announce(settings) -> Estimate | None:
     """Before a run starts: when its settings estimate exceeds :data:`LONG_RUN_S`, log it with its
     band and what would make it faster (a resumed run: what is left).  Rates come from the cache;
     a run whose work at the optimistic rate exceeds :data:`CALIBRATE_ABOVE_S` times this machine
-    first (once).  Advisory: any failure is silent (a run never fails for its estimate)."""
+    first (once, and again when the load moved more than :data:`RETIME_MOVED`) and scales by the
+    load now; a smaller run probes the load only when its cached estimate, :data:`SLOWEST` times
+    slower, would be long.  Advisory: any failure is silent (a run never fails for its estimate)."""
     from certdp import checkpoint
     try:
         work = work_of(settings)
@@ -352,7 +377,10 @@ def announce(settings) -> Estimate | None:
         entries = checkpoint.current().entries or None
         dev = torch.device(getattr(settings.run, "device", "cpu") or "cpu")
         big = work.left(entries).elements() * OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) >= CALIBRATE_ABOVE_S
-        est = estimate(settings, device=dev, calibrate=big, work=work, entries=entries, retime_moved=RETIME_MOVED)
+        est = estimate(settings, device=dev, calibrate=big, work=work, entries=entries,
+                       retime_moved=RETIME_MOVED if big else None, scaled=big)
+        if not big and est is not None and est.seconds * SLOWEST >= LONG_RUN_S:
+            est = estimate(settings, device=dev, calibrate=False, work=work, entries=entries)
     except Exception:
         return None
     if est is None or not est.known or est.seconds < LONG_RUN_S:

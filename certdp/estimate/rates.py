@@ -54,6 +54,7 @@ FORMAT = 2                   # of a cache entry; another format is timed again
 MAX_AGE_S = 7 * 86400.0      # an entry older than this is timed again (a machine's software moves)
 MAX_SIZES = 9
 MAX_ELEMENTS = 1 << 28       # no timed step beyond this (memory)
+MIN_TOP = 1 << 20            # a training-like rate is timed up to at least this many elements a step
 UNIT_CEILING = 1e-3          # seconds per element: no engine is this slow per element
 PROBE_TTL_S = 30.0           # a probe is reused this long within a process
 _PROBE: dict = {}
@@ -72,16 +73,19 @@ def unit_floor(device: torch.device) -> float:
 # ---------------------------------------------------------------------------- what is timed
 @dataclass(frozen=True)
 class Spec:
-    """What a rate times: nominal training (``engine`` None: steps of ``b`` records, timed at
-    several ``b``) or an AGT engine ``(name, options)`` on batches of the run's ``batch`` records
-    (its boxes the run's own size; timed at several numbers of radii); the model's ``widths`` and
-    ``loss``; ``minibatch`` (batches smaller than the data: AGT's per-epoch ledger); ``compiled``
-    (IBP's fused tau sums, for steps of at least ``certdp.bounds.ibp.COMPILE_MIN_ELEMENTS``;
-    None where it does not apply)."""
+    """What a rate times (``kind``): ``train``, nominal training (steps of ``b`` records, timed
+    at several ``b``); ``agt``, an AGT engine ``(name, options)`` on batches of the run's
+    ``batch`` records (its boxes the run's own size; timed at several numbers of radii);
+    ``dpsgd``, the matched DP-SGD baseline (``batch`` records a step, timed at several numbers of
+    draws); ``accountant``, one noise calibration of the DP-SGD accountant ``engine[0]`` (seconds
+    a call: no elements).  The model's ``widths`` and ``loss``; ``minibatch`` (batches smaller than
+    the data: AGT's per-epoch ledger); ``compiled`` (IBP's fused tau sums, for steps of at least
+    ``certdp.bounds.ibp.COMPILE_MIN_ELEMENTS``; None where it does not apply)."""
     widths: tuple[int, ...]
     loss: str
     engine: tuple | None = None
     batch: int = 0
+    kind: str = "train"
     minibatch: bool = False
     compiled: bool | None = None
     hint: int = field(default=0, compare=False)     # elements of the run's own step (not in the key)
@@ -89,8 +93,12 @@ class Spec:
     @property
     def key(self) -> str:
         shape = "-".join(str(w) for w in self.widths) + f"-{self.loss}"
-        if self.engine is None:
+        if self.kind == "train":
             return f"train/{shape}"
+        if self.kind == "dpsgd":
+            return f"dpsgd/{shape}/b{self.batch}"
+        if self.kind == "accountant":
+            return f"accountant/{self.engine[0]}"
         name, opts = self.engine
         regime = ("mb" if self.minibatch else "full") + {None: "", True: "+compiled", False: "+eager"}[self.compiled]
         return f"{name}[{','.join(f'{k}={v}' for k, v in opts)}]/{shape}/b{self.batch}/{regime}"
@@ -104,13 +112,14 @@ class Spec:
         """(records a step, radii) of a timed step of about ``elements`` (and at least one record
         or radius; every radius below the limit AGT computes)."""
         P = self.n_params
-        if self.engine is None:
+        if self.kind == "train":
             return max(2, math.ceil(elements / P)), 0
         b = max(2, self.batch)
-        return b, int(min((4 * b if self.minibatch else b) - 1, max(1, math.ceil(elements / (b * P)))))
+        k = max(1, math.ceil(elements / (b * P)))
+        return b, int(k if self.kind == "dpsgd" else min((4 * b if self.minibatch else b) - 1, k))
 
     def elements(self, b: int, k: int) -> int:
-        return b * self.n_params * (k if self.engine is not None else 1)
+        return b * self.n_params * (1 if self.kind == "train" else k)
 
     def ladder(self) -> tuple[int, int]:
         """(smallest, largest) elements of a timed step: IBP's compiled regime starts at the
@@ -122,10 +131,11 @@ class Spec:
         return lo, hi
 
     def top(self) -> int:
-        """The elements of the largest useful timed step: a quarter of the run's own (and at
-        least 16x the smallest), where a step that is mostly overhead jumps to at once."""
+        """The elements of the largest useful timed step: a quarter of the run's own, at least
+        16x the smallest and, for training-like steps, :data:`MIN_TOP` (below it a step is all
+        overhead and its cost per element cannot show)."""
         lo, hi = self.ladder()
-        return int(min(hi, max(16 * lo, self.hint // 4)))
+        return int(min(hi, max(16 * lo, self.hint // 4, MIN_TOP if self.kind in ("train", "dpsgd") else 0)))
 
 
 @dataclass(frozen=True)
@@ -149,11 +159,14 @@ class Rate:
         scale = 1.0 if probe_now is None else probe_now / self.probe
         return steps * (self.overhead + self.unit * elements) * scale
 
-    def refused(self, device: torch.device) -> str | None:
-        """Why this rate cannot be this device's (None: plausible)."""
+    def refused(self, device: torch.device, *, per_element: bool = True) -> str | None:
+        """Why this rate cannot be this device's (None: plausible); ``per_element`` False: a rate
+        of calls (an accountant), whose unit is 0."""
         nums = (self.overhead, self.unit, self.setup, self.probe, self.spread)
         if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in nums):
             return "a rate that is not finite"
+        if not per_element:
+            return None if 0 < self.overhead <= 600 and self.unit == 0 else "a call's time outside (0, 600] s"
         if not unit_floor(device) <= self.unit <= UNIT_CEILING:
             return f"{self.unit:.3g} s per element, outside [{unit_floor(device):.0e}, {UNIT_CEILING:.0e}]"
         if self.overhead < 0 or self.setup < 0 or self.probe <= 0 or self.spread < 0:
@@ -192,63 +205,10 @@ def load_average() -> float:
 
 
 # ---------------------------------------------------------------------------- timing
-def _synthetic(spec: Spec, n: int, device):
-    from certdp.models import ModelSpec
-    g = torch.Generator().manual_seed(0)
-    model = ModelSpec(tuple(spec.widths), spec.loss)
-    x = torch.rand(n, spec.widths[0], generator=g, dtype=torch.float64) * 2 - 1
-    if spec.loss == "ce":
-        y = torch.randint(0, spec.widths[-1], (n,), generator=g)
-    elif spec.loss == "hinge":
-        y = torch.randint(0, 2, (n,), generator=g).to(torch.float64) * 2 - 1
-    else:
-        y = torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1
-    return model, x.to(device), y.to(device)
-
-
-@contextlib.contextmanager
-def _no_compile(on: bool):
-    """``CERTDP_NO_COMPILE=1`` for the duration (when ``on``), as it was afterwards."""
-    old = os.environ.get("CERTDP_NO_COMPILE")
-    if on:
-        os.environ["CERTDP_NO_COMPILE"] = "1"
-    try:
-        yield
-    finally:
-        if on and old is None:
-            os.environ.pop("CERTDP_NO_COMPILE", None)
-        elif on:
-            os.environ["CERTDP_NO_COMPILE"] = old
-
-
 def real_timer(spec: Spec, device: torch.device):
-    """``timer(b, k, steps) -> seconds`` of one pass of the real code on synthetic data: ``b``
-    records a step (a minibatch spec: 4 batches an epoch), ``k`` radii."""
-    from certdp.agt import run_agt
-    from certdp.bounds import get_certificate
-    from certdp.training import TrainSettings, train
-    engine = get_certificate(spec.engine[0], **dict(spec.engine[1])) if spec.engine else None
-    data: dict = {}
-    cuda = device.type == "cuda"
-
-    def timer(b: int, k: int, steps: int) -> float:
-        if data.get("b") != b:
-            data.update(b=b, problem=_synthetic(spec, 4 * b if spec.minibatch else b, device))
-        model, x, y = data["problem"]
-        st = TrainSettings(steps=steps, lr=0.01, clip=0.1, batch_size=b if spec.minibatch else None, seed=0)
-        theta = model.init(0).to(device)
-        if cuda:
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        with _no_compile(spec.compiled is False):
-            if engine is None:
-                train(model, theta, x, y, st, device=device)
-            else:
-                run_agt(model, theta, x, y, st, range(1, k + 1), certificate=engine, progress=False, device=device)
-        if cuda:
-            torch.cuda.synchronize(device)
-        return time.perf_counter() - t0
-    return timer
+    """The real code's timer of ``spec`` (:func:`certdp.estimate.timers.timer_of`)."""
+    from certdp.estimate.timers import timer_of
+    return timer_of(spec, device)
 
 
 def fit_rate(points: list[tuple[float, float]]) -> tuple[float, float, float]:
@@ -318,6 +278,11 @@ def calibrate(spec: Spec, device, *, timer=None) -> Rate:
     try:
         timer = timer or real_timer(spec, device)
         cpu = device.type == "cpu"
+        if spec.kind == "accountant":                  # seconds a call: the median of distinct calls
+            p0, load = probe() if cpu else 1.0, load_average()
+            calls = [timer(0, i, 1) for i in range(REPEATS)]
+            return Rate(statistics.median(calls), 0.0, 0.0, p0, (max(calls) - min(calls)) / max(min(calls), 1e-9),
+                        time.time(), load)
         for attempt in range(2):
             p0, load = probe() if cpu else 1.0, load_average()
             points, setup, spread = _measure(spec, timer)
@@ -339,7 +304,8 @@ def calibrate(spec: Spec, device, *, timer=None) -> Rate:
 
 
 # ---------------------------------------------------------------------------- the cache
-TIMED_CODE = ("agt.py", "training.py", "models.py", "losses.py", "estimate/rates.py", "bounds")
+TIMED_CODE = ("agt.py", "training.py", "models.py", "losses.py", "baselines.py", "privacy/dpsgd_core.py",
+              "privacy/accounting.py", "estimate/rates.py", "estimate/timers.py", "bounds")
 
 
 def fingerprint() -> str:
@@ -388,7 +354,7 @@ def cached(device, key: str, *, now: float | None = None) -> tuple[Rate | None, 
     age = (time.time() if now is None else now) - rate.at
     if not 0 <= age <= MAX_AGE_S:
         return None, f"timed {age / 86400:.1f} days ago"
-    why = rate.refused(torch.device(device))
+    why = rate.refused(torch.device(device), per_element=not key.startswith("accountant/"))
     return (None, f"refused: {why}") if why else (rate, None)
 
 
