@@ -174,6 +174,17 @@ def test_calibrate_recovers_a_planted_overhead_unit_and_compile(monkeypatch):
     assert sizes[0] == 1 and sizes[-1] * 512 * 321 <= spec.hint // 4 + 512 * 321    # up to a quarter of the run's step
 
 
+def test_a_step_that_eats_the_budget_still_gets_a_second_size(monkeypatch):
+    """On a loaded machine a one-radius step of California took ~6 s, mostly overhead: timed at
+    one size only, the rate ran through the origin and the run was over-estimated 3x."""
+    m = Machine(overhead=20.0, unit=1e-7, setup=0.0)
+    monkeypatch.setattr(R, "probe", lambda **kw: m.probe)
+    spec = R.Spec((8, 64, 1), "mse", ("ibp", ()), batch=16_512, kind="agt", hint=28 * 16_512 * 641)
+    rate = R.calibrate(spec, "cpu", timer=m.timer_of(spec, "cpu"))
+    assert len({k for _, _, k, _ in m.calls}) == 2
+    assert rate.overhead == pytest.approx(20.0, rel=1e-6) and rate.unit == pytest.approx(1e-7, rel=1e-6)
+
+
 def test_a_rate_at_the_floor_is_refused_and_timed_again(tmp_path, monkeypatch):
     """The defect: noise on a loaded machine made the large steps look no dearer than the
     small ones and the rate was cached at the 1e-15 floor (`ibp-tau/mlp`, `train/mlp`)."""

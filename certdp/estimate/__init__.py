@@ -288,7 +288,8 @@ def duration_span(lo: float, hi: float) -> str:
 
 
 def keys_of(settings, work: Work) -> list[str]:
-    """The rates a run's work needs: its training rate first, then its AGT engines'."""
+    """The rates a run's work needs: its training rate first, then its AGT engines', then the
+    baselines' (matched DP-SGD, the accountants)."""
     return ([work.train_spec.key] if work.train_spec is not None else []) + list(work.agt) + list(work.other)
 
 
@@ -318,7 +319,7 @@ def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None
         return None
     run = getattr(settings, "run", None)
     dev = torch.device(device if device is not None else getattr(run, "device", "cpu") or "cpu")
-    if not work.train and not work.agt:
+    if not work.train and not work.agt and not work.other:
         if work.unmodelled:
             return Estimate(0.0, tuple(work.unmodelled), known=False)
         return Estimate(overhead_s(), low=overhead_s() / BAND, high=overhead_s() * BAND)

@@ -230,6 +230,7 @@ def fit_rate(points: list[tuple[float, float]]) -> tuple[float, float, float]:
 
 
 REPEATS = 3                  # timed passes a size, at most
+GROWTH = 4                   # the second size is at least this many times the first
 BUDGET_S = 30.0              # seconds of timed passes a rate (warm-ups and compiles aside), about
 
 
@@ -260,10 +261,16 @@ def _measure(spec: Spec, timer) -> tuple[list, float, float]:
         spread = (max(steps) - min(steps)) / max(step, 1e-9)
         if len(points) == 1:
             setup = max(0.0, warm - step)
+        if e >= top:
+            break
         # the next size: the largest useful one that the budget left affords (its step at most
-        # proportionally dearer; two passes of 2 steps)
+        # proportionally dearer; two passes of 2 steps), and always a second one (4x at least:
+        # one size cannot tell a step's overhead from its cost per element, and on a loaded
+        # machine the overhead is most of a small step)
         target = min(top, e * max(BUDGET_S - spent, 0.0) / (4 * max(step, 1e-9)))
-        if e >= top or target < 1.5 * e:
+        if len(points) == 1:
+            target = max(target, min(top, GROWTH * e))
+        elif target < 1.5 * e:
             break
     return points, setup, spread
 
