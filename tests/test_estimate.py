@@ -375,13 +375,16 @@ def test_a_real_timing_is_plausible_and_cached(tmp_path, monkeypatch):
 
 
 def test_timing_inside_a_run_leaves_the_runs_checkpoint_alone(tmp_path):
-    """The matched DP-SGD baseline opens a checkpoint loop: timed during a run (announce), it
-    must not enter that run's checkpoint (its loop keys would shift and a resume would refuse)."""
-    from certdp.estimate.timers import timer_of
+    """A timing runs during a run (announce): a loop the timed code opens must not enter that
+    run's checkpoint (its loop keys would shift and a resume would refuse)."""
+    from certdp.estimate.timers import apart, timer_of
     run = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=0, progress_s=None,
                              record={"format": checkpoint.STATE_FORMAT})
     checkpoint.activate(run)
     try:
+        with apart():
+            with checkpoint.current().loop("dpsgd", total=1) as lp:
+                lp.tick(1, dict)
         timer_of(R.Spec((2, 1), "hinge", batch=8, kind="dpsgd"), "cpu")(8, 2, 2)
         assert checkpoint.current() is run
     finally:

@@ -311,7 +311,7 @@ def calibrate(spec: Spec, device, *, timer=None) -> Rate:
 
 
 # ---------------------------------------------------------------------------- the cache
-TIMED_CODE = ("agt.py", "training.py", "models.py", "losses.py", "baselines.py", "privacy/dpsgd_core.py",
+TIMED_CODE = ("agt.py", "training.py", "models.py", "losses.py", "privacy/noise.py", "privacy/dpsgd_core.py",
               "privacy/accounting.py", "estimate/rates.py", "estimate/timers.py", "bounds")
 
 
