@@ -117,7 +117,7 @@ def list_figures(profile: str, experiments: Path | None = None, echo=print, out_
                     else "no estimate (its size is known once its data is read)")
         else:
             how = "measured" if t.done == t.runs else ("estimated" if not t.done else f"{t.done} of {t.runs} runs measured")
-            span = "" if t.done == t.runs or t.high <= t.low else f", {duration_span(t.low, t.high)}"
-            when = f"{'>= ' if left else ''}{duration(t.seconds, minute_digits=0)} here ({how}{span})"
+            span = "" if t.done == t.runs or t.high <= t.low else f" ({duration_span(t.low, t.high)})"
+            when = f"{'>= ' if left else ''}{duration(t.seconds, minute_digits=0)}{span} here ({how})"
         echo(f"{n:<22} {len(specs):>3} run(s) [{profile}]  {when:<34} {e.title}"
              + (f"  [not counted: {'; '.join(left)}]" if left else ""))

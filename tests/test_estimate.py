@@ -319,8 +319,8 @@ def test_figures_list_says_it_is_timing_before_it_times_and_estimates_what_a_che
     monkeypatch.setattr(R, "real_timer", said_first)
     lines: list[str] = []
     F.list_figures("quick", exps, echo=lines.append, out_root=str(tmp_path / "out"))
-    assert len(lines) == 1 and re.search(r"here \(estimated, \d+( s| min)?-\d+", lines[0]), lines
-    whole = float(re.search(r"(\d+) s here", lines[0]).group(1))
+    assert len(lines) == 1 and re.search(r"\d+ s \(\d+( s| min)?-\d+ (s|min)\) here \(estimated\)", lines[0]), lines
+    whole = float(re.search(r"\[quick\]\s+(\d+) s", lines[0]).group(1))
     (r,) = [F.resolve(sp, tmp_path / "out") for sp in F.load_experiments(exps)["tiny_estimate"].specs("quick")]
     ck = checkpoint.Session(folder=results.resumable_dir(r.run_dir), interval_s=None, progress_s=None,
                             restored={"nominal#0": {"step": 40, "done": True}, "agt#0": {"step": 39, "done": False}},
@@ -331,7 +331,7 @@ def test_figures_list_says_it_is_timing_before_it_times_and_estimates_what_a_che
     assert left.whole == pytest.approx(run_estimate(r, calibrate=False).whole) and left.seconds < left.whole
     lines.clear()
     F.list_figures("quick", exps, echo=lines.append, out_root=str(tmp_path / "out"))
-    assert float(re.search(r"(\d+) s here", lines[0]).group(1)) < whole
+    assert float(re.search(r"\[quick\]\s+(\d+) s", lines[0]).group(1)) < whole
 
 
 def test_estimate_is_the_work_times_the_cached_rates_and_times_once(tmp_path, monkeypatch):
