@@ -98,7 +98,7 @@ def matmul_rate(size: int = 2048, reps: int = 3) -> float:
     return 2 * size ** 3 / best / 1e9
 
 
-def time_step(shape, engine: str, steps: int) -> tuple[float, float]:
+def time_step(shape, engine: str, steps: int, profile: bool = False) -> tuple[float, float]:
     """(wall, CPU) seconds per AGT step of ``engine`` on ``shape``, after a warm-up pass."""
     from certdp.agt import run_agt
     from certdp.bounds import get_certificate
@@ -126,6 +126,12 @@ def time_step(shape, engine: str, steps: int) -> tuple[float, float]:
         return time.perf_counter() - w, time.process_time() - c
 
     run(2)                                          # compile, allocate
+    if profile:                                     # where a step's time goes, by operator / compiled graph
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as prof
+        with prof(activities=[ProfilerActivity.CPU]) as p:
+            run(steps)
+        print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
     steps = steps * (50 if n * K <= 1e5 else 1)     # tiny shapes: enough steps to be timed
     best = [float("inf")] * 4
     for _ in range(2):                              # the best of two: a shared machine only adds time
@@ -144,6 +150,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=None, help="radii (default: the shape's)")
     ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
     ap.add_argument("--quick", action="store_true", help="tiny shapes, one step, no torch.compile")
+    ap.add_argument("--profile", action="store_true", help="also print torch.profiler's operator table of the steps")
     a = ap.parse_args()
     if a.quick:
         os.environ["CERTDP_NO_COMPILE"] = "1"
@@ -168,7 +175,7 @@ def main() -> None:
         P = ModelSpec(widths, loss).n_params
         b = n if bs is None else bs
         for engine in a.engines.split(","):
-            wall, cpu = time_step(shape, engine, a.steps)
+            wall, cpu = time_step(shape, engine, a.steps, a.profile)
             fl = step_flops(engine, widths, loss, b, K)
             load = os.getloadavg()[0]
             threads = torch.get_num_threads()

@@ -343,7 +343,10 @@ def head_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.
 
 _COMPILED: dict = {}
 _COMPILE = {"failed": False}
-COMPILE_MIN_ELEMENTS = 4_000_000   # K * n * P above which the fused (compiled) pass pays off
+# K * n * P above which the fused (compiled) pass pays off; below the estimate's large calibration
+# problem of a softmax head (certdp.estimate: 16,384 records x 9 boxes x 27 parameters = 4.0M), so
+# that the rate it times for ``ibp-tau`` is the compiled pass's (an eager step there is 10x slower)
+COMPILE_MIN_ELEMENTS = 2_000_000
 # Smaller calls are compiled too once this process has spent COMPILE_AFTER_WORK elements of eager
 # work on the same (model, clip): many calls of one shape (PATE shards of a few hundred records,
 # 330 steps each) amortise the ~30 s compile just as well as a few big ones.  Calls below
