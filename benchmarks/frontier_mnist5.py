@@ -15,7 +15,7 @@ Matched DP-SGD depends on the training settings only, so it runs once per (steps
     python benchmarks/frontier_mnist5.py --dataset blobs       # the blobs sweep (minutes)
     python benchmarks/frontier_mnist5.py --points d128,d256    # some points
     python benchmarks/frontier_mnist5.py --list                # the points and their overrides
-    python benchmarks/frontier_mnist5.py --quick               # two tiny points on 2,000 records (CI)
+    python benchmarks/frontier_mnist5.py --quick               # two tiny points on the test fixture (CI)
 
 Writes ``benchmarks/results/frontier_<dataset>.csv`` (one row per point, release and epsilon)
 and prints a markdown table (``--md FILE`` also writes it); ``--plot FILE`` draws accuracy
@@ -181,7 +181,9 @@ def run_point(dataset: str, name: str, overrides: list[str], *, extra: list[str]
 
 def _training(df: pd.DataFrame) -> pd.Series:
     """(steps, batch size, contraction) of each row: what matched DP-SGD depends on."""
-    lam = df.contraction if "contraction" in df else df.overrides.str.extract(r"train\.contraction=([\d.]+)")[0]
+    lam = df.overrides.str.extract(r"train\.contraction=([\d.]+)")[0].astype(float)
+    if "contraction" in df:
+        lam = df.contraction.fillna(lam)
     return df.steps.astype(str) + ", b " + df.batch_size.astype(str) + ", lambda " + lam.astype(str)
 
 
@@ -209,30 +211,35 @@ def table(df: pd.DataFrame, arm: str = "cauchy_p") -> str:
     return "\n".join(lines)
 
 
-def plot(df: pd.DataFrame, path: str, arm: str = "cauchy_p") -> None:
+PANELS = [("cauchy_p", 5), ("cauchy_p", 10), ("laplace_p", 2), ("laplace_p", 5)]
+
+
+def plot(df: pd.DataFrame, path: str, panels=PANELS) -> None:
+    """Median accuracy of the proven release against AGT CPU seconds, one panel per (release, eps),
+    with matched DP-SGD (the best training setting) and the non-private accuracy as lines."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    sub = df[df.arm == arm]
-    eps = [e for e in (5, 10, 20) if (sub.epsilon == e).any()]
-    fig, axes = plt.subplots(1, len(eps), figsize=(4.2 * len(eps), 3.6), sharey=True)
-    for ax, e in zip(axes if len(eps) > 1 else [axes], eps):
-        g = sub[sub.epsilon == e]
-        for eng, h in g.groupby("engine"):
-            ax.scatter(h.agt_cpu_s, h.accuracy_median, label=eng, s=18)
+    panels = [(arm, e) for arm, e in panels if ((df.arm == arm) & (df.epsilon == e)).any()]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), sharey=True, squeeze=False)
+    for ax, (arm, e) in zip(axes[0], panels):
+        g = df[(df.arm == arm) & (df.epsilon == e)]
+        for eng, h in g.groupby(g.engine + " " + g.aggregation.fillna("").astype(str)):
+            ax.scatter(h.agt_cpu_s, h.accuracy_median, label=eng.strip(), s=16)
         for _, r in g.iterrows():
-            ax.annotate(r.point, (r.agt_cpu_s, r.accuracy_median), fontsize=6, alpha=0.7)
-        dp = df[(df.arm == "DP-SGD matched (pure)") & (df.epsilon == e)]
+            ax.annotate(r.point, (r.agt_cpu_s, r.accuracy_median), fontsize=5, alpha=0.7)
+        regime = "pure" if arm == "cauchy_p" else "approx"
+        dp = df[(df.arm == f"DP-SGD matched ({regime})") & (df.epsilon == e)]
         if len(dp):
-            ax.axhline(float(dp.accuracy_median.max()), ls="--", c="gray", lw=0.8, label="DP-SGD matched (best)")
+            ax.axhline(float(dp.accuracy_median.max()), ls="--", c="gray", lw=0.8, label="DP-SGD matched")
         ax.axhline(float(g.nonprivate.max()), ls=":", c="k", lw=0.8, label="non-private")
         ax.set_xscale("log")
-        ax.set_title(f"{df.dataset.iloc[0]}, {arm}, eps = {e:g}")
-        ax.set_xlabel("AGT CPU seconds")
-    (axes[0] if len(eps) > 1 else axes).set_ylabel("median test accuracy (proven)")
-    (axes[0] if len(eps) > 1 else axes).legend(fontsize=7)
+        ax.set_title(f"{df.dataset.iloc[0]}: {arm}, eps = {e:g}", fontsize=9)
+        ax.set_xlabel("AGT CPU seconds (one thread)")
+    axes[0][0].set_ylabel("median test accuracy (proven)")
+    axes[0][0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=120)
 
 
 def main() -> None:
@@ -246,7 +253,7 @@ def main() -> None:
     ap.add_argument("--append", action="store_true", help="keep the points already in --out")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, the machine's cores)")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="two tiny points on 2,000 mnist5 records, eager, 3 draws")
+    ap.add_argument("--quick", action="store_true", help="two tiny points on the tiny MNIST test fixture, eager, 3 draws")
     a = ap.parse_args()
     logging.getLogger("certdp").setLevel(logging.WARNING)
     if a.threads:
@@ -261,7 +268,9 @@ def main() -> None:
     extra = [f"privacy.n_draws={a.draws}"] if a.draws else []
     if a.quick:
         os.environ["CERTDP_NO_COMPILE"] = "1"
-        extra += ["privacy.n_draws=3", "dataset.n_private=2000", "privacy.epsilons=[5,10]", "ags.baseline_draws=1"]
+        tiny = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "mnist_tiny.pkl.gz"   # offline
+        extra += ["privacy.n_draws=3", f"dataset.path={tiny}", "dataset.n_public=10", "dataset.public_split=[5,5]",
+                  "privacy.epsilons=[5,10]", "ags.baseline_draws=1"]
     out = Path(a.out or ("frontier_quick.csv" if a.quick else
                          Path(__file__).parent / "results" / f"frontier_{a.dataset}.csv"))
     old = pd.read_csv(out) if a.append and out.exists() else None

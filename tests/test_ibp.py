@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from certdp.bounds.ibp import gradient_bounds
+from certdp.bounds.ibp import IBP, gradient_bounds
 from certdp.bounds.interval import Interval, output_bounds
 from certdp.models import ModelSpec
 
@@ -106,7 +106,7 @@ def test_compiled_head_pass_equals_the_materialised_tau_sums():
     _head_matches_materialised(compiled=True)
 
 
-class _KTimesExtreme(__import__("certdp.bounds.ibp", fromlist=["IBP"]).IBP):
+class _KTimesExtreme(IBP):
     """Planted: the batch sum as sum(u) - k min(u) + k gamma ("k times the extreme bound"): sound
     (the k records that leave carry at least k min(u)) but the minimum enters with coefficient 1 - k,
     so it does not nest (certdp/bounds/aggregate.py)."""

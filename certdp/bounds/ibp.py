@@ -408,7 +408,7 @@ class IBP(Certificate):
 
     Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``tau``
     (the data-independent tau grid of :mod:`certdp.bounds.aggregate`, from fused sums: one pass,
-    no [M, P, b] tensor, no sort).  Both nest, and the interval passes are inclusion-monotone, so
+    no [M, P, b] tensor, no sort; single-layer heads by :func:`head_sum_stats`).  Both nest, and the interval passes are inclusion-monotone, so
     the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py.
     Option ``substitutions``: ``per_epoch`` (default: the per-epoch ledger of :mod:`certdp.agt`
     wherever the batch plan has more than one batch per epoch; it keeps the nesting) or
