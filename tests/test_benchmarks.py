@@ -41,6 +41,7 @@ QUICK = {
     "estimate_accuracy.py": ["--quick"],
     "roofline.py": ["--quick", "--shapes", "mnist5,blobs"],
     "frontier_mnist5.py": ["--quick"],
+    "gaplp_frontier.py": ["--quick"],
 }
 
 
