@@ -93,7 +93,11 @@ def main() -> None:
             s = mods["certdp.training"].TrainSettings(**ts)
             cert = mods["certdp.bounds"].get_certificate(eng, **opts)
             t, c = time.perf_counter(), time.process_time()
-            env = mods["certdp.agt"].run_agt(m, m.init(0), x, y, s, ks, certificate=cert, progress=False)
+            agt = mods["certdp.agt"]
+            if hasattr(agt, "AGTOptions"):                       # the AGTOptions API (issue 32)
+                env = agt.run_agt(m, m.init(0), (x, y), s, ks, agt.AGTOptions(certificate=cert, progress=False))
+            else:
+                env = agt.run_agt(m, m.init(0), x, y, s, ks, certificate=cert, progress=False)
             times[tag].append(time.perf_counter() - t)
             cpu[tag].append(time.process_time() - c)
             outs[tag] = env

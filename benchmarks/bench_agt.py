@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.bounds.aggregate import MODES
 from certdp.models import ModelSpec
@@ -47,7 +47,7 @@ def main() -> None:
     nominal = time.perf_counter() - t
     ks = list(range(1, a.k_max + 1))
     t = time.perf_counter()
-    run_agt(m, th, x, y, s, ks, certificate=get_certificate("ibp", aggregation=a.aggregation), progress=False)
+    run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp", aggregation=a.aggregation), progress=False))
     agt = time.perf_counter() - t
     print(f"n={a.n} P={m.n_params} steps={a.steps} |K|={len(ks)} aggregation={a.aggregation}")
     print(f"nominal: {nominal:.2f} s   AGT: {agt:.2f} s   per radius: {agt / len(ks):.2f} s")

@@ -33,7 +33,7 @@ import time
 
 import torch
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, train
@@ -83,11 +83,11 @@ def measure(shape, device) -> dict:
     x, y = x.to(device), y.to(device)
     eng = make()
     warm = TrainSettings(steps=1, **ts)
-    run_agt(m, th, x, y, warm, ks, certificate=eng, progress=False, device=device)   # compile, allocate
+    run_agt(m, th, (x, y), warm, ks, AGTOptions(certificate=eng, progress=False, device=device))   # compile, allocate
     timed = TrainSettings(steps=steps, **ts)
     _sync(device)
     t = time.perf_counter()
-    run_agt(m, th, x, y, timed, ks, certificate=eng, progress=False, device=device)
+    run_agt(m, th, (x, y), timed, ks, AGTOptions(certificate=eng, progress=False, device=device))
     _sync(device)
     agt = (time.perf_counter() - t) / steps
     nom_steps = max(steps, 20)

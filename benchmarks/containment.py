@@ -45,7 +45,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from certdp import DTYPE  # noqa: E402
-from certdp.agt import run_agt  # noqa: E402
+from certdp.agt import AGTOptions, run_agt# noqa: E402
 from certdp.bounds import get_certificate  # noqa: E402
 from certdp.data import load_dataset  # noqa: E402
 from certdp.models import ModelSpec  # noqa: E402
@@ -142,7 +142,7 @@ def extreme(models: list[str], modes: list[str], per: int, reverse: int) -> None
                 cert = get_certificate(name, **opts)
                 for bname, xb, yb in bases:
                     c0 = time.time()
-                    env = run_agt(m, th0, xb, yb, st, ks, certificate=cert, plan=plan, progress=False)
+                    env = run_agt(m, th0, (xb, yb), st, ks, AGTOptions(certificate=cert, plan=plan, progress=False))
                     cert_s += time.time() - c0
                     crossed += int((env.lo > env.hi).any(-1).sum())
                     gen = torch.Generator().manual_seed(3)
@@ -164,7 +164,7 @@ def extreme(models: list[str], modes: list[str], per: int, reverse: int) -> None
                     th_d = train(m, th0, xb, yb, st, plan=plan)
                     for Xr, Yr in firsts[:reverse]:
                         c0 = time.time()
-                        env_r = run_agt(m, th0, Xr, Yr, st, [1], certificate=cert, plan=plan, progress=False)
+                        env_r = run_agt(m, th0, (Xr, Yr), st, [1], AGTOptions(certificate=cert, plan=plan, progress=False))
                         cert_s += time.time() - c0
                         crossed += int((env_r.lo > env_r.hi).any(-1).sum())
                         rev += 1
@@ -208,7 +208,7 @@ def main():
                 continue
             cert = get_certificate(name, **opts)
             t0 = time.time()
-            env = run_agt(m, th0, x, y, st, ks, certificate=cert, plan=plan, progress=False)
+            env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=cert, plan=plan, progress=False))
             secs = time.time() - t0
             gen = torch.Generator().manual_seed(1)
             total = viol = 0

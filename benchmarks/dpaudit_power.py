@@ -66,9 +66,9 @@ def plant(bug: str | None) -> None:
 
             name = "test_drops_kgamma"
 
-            def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
-                s = super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)
-                kg = (subs.clamp(max=x.shape[0]).to(s.lo.dtype) * clip).unsqueeze(-1)
+            def batch_sum_bounds(self, model, boxes, batch, *, subs, src=None, clip):
+                s = super().batch_sum_bounds(model, boxes, batch, subs=subs, src=src, clip=clip)
+                kg = (subs.clamp(max=batch.x.shape[0]).to(s.lo.dtype) * clip).unsqueeze(-1)
                 return Interval(s.lo + kg, s.hi - kg)
         register(DropsSubstitutionTerm)
         # AGT's crossing guard (certdp.agt.check_boxes) refuses this engine's boxes on its own;

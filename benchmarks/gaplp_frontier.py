@@ -18,7 +18,7 @@ import time
 import torch
 
 from certdp import DTYPE
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.data import load_dataset
 from certdp.models import build_model
@@ -59,7 +59,7 @@ def main(argv=None):
     for name in [b for b in a.baselines.split(",") if b]:
         opts = {"branch": 0} if name == "crowntt" else {}
         t = time.process_time()
-        env = run_agt(m, m.init(0), x, y, st, radii, certificate=get_certificate(name, **opts), progress=False)
+        env = run_agt(m, m.init(0), (x, y), st, radii, AGTOptions(certificate=get_certificate(name, **opts), progress=False))
         print(f"steps={a.steps} {name}{opts}: l1 widths {[round(float(v), 4) for v in env.widths().sum(-1)]} "
               f"({time.process_time() - t:.1f} s CPU, {load()})", flush=True)
     for gap in a.gaps.split(","):
@@ -67,7 +67,7 @@ def main(argv=None):
         for tighten in a.tighten.split(","):
             cert = get_certificate("gaplp", gap=float(gap), gap_intermediate=float(gi), tighten=tighten)
             t = time.process_time()
-            env = run_agt(m, m.init(0), x, y, st, radii, certificate=cert, progress=False)
+            env = run_agt(m, m.init(0), (x, y), st, radii, AGTOptions(certificate=cert, progress=False))
             for r, w, s in zip(radii, env.widths().sum(-1), cert.stats):
                 print(f"steps={a.steps} gaplp gap={gap} gap_intermediate={gi} tighten={tighten} k={r}: l1 width "
                       f"{float(w):.4f}, {s['tightened']} margin solves, {s['columns']} columns, {s['rows']} rows, "

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings
@@ -44,17 +44,17 @@ def main() -> None:
         for agg in ("topk", "tau"):
             ks = list(range(1, K)) + [n]
             eng = get_certificate("ibp", aggregation=agg)
-            run_agt(m, th, x, lab, ts, ks, certificate=eng, progress=False, device=dev)    # compile, allocate
+            run_agt(m, th, (x, lab), ts, ks, AGTOptions(certificate=eng, progress=False, device=dev))    # compile, allocate
             sync()
             t = time.perf_counter()
             if a.profile:
                 acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA]
                                                                 if torch.device(dev).type == "cuda" else [])
                 with torch.profiler.profile(activities=acts) as prof:
-                    run_agt(m, th, x, lab, ts, ks, certificate=eng, progress=False, device=dev)
+                    run_agt(m, th, (x, lab), ts, ks, AGTOptions(certificate=eng, progress=False, device=dev))
                     sync()
             else:
-                run_agt(m, th, x, lab, ts, ks, certificate=eng, progress=False, device=dev)
+                run_agt(m, th, (x, lab), ts, ks, AGTOptions(certificate=eng, progress=False, device=dev))
                 sync()
             print(f"K={K:5d} {agg:5s} {dev}: {time.perf_counter() - t:.3f} s per step", flush=True)
             if a.profile:

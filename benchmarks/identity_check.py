@@ -101,7 +101,11 @@ def compute(quick: bool, device: str = "cpu", only: str | None = None) -> dict:
         kw = {"device": device} if takes_device else {}
         if device != "cpu" and not takes_device:
             raise SystemExit("this version of run_agt has no device argument")
-        env = run_agt(m, m.init(0), x, y, s, ks, certificate=eng, progress=False, **kw)
+        if "options" in inspect.signature(run_agt).parameters:          # the AGTOptions API (issue 32)
+            from certdp.agt import AGTOptions
+            env = run_agt(m, m.init(0), (x, y), s, ks, AGTOptions(certificate=eng, progress=False, **kw))
+        else:
+            env = run_agt(m, m.init(0), x, y, s, ks, certificate=eng, progress=False, **kw)
         res[name] = {"lo": env.lo.cpu(), "hi": env.hi.cpu(), "nominal": env.nominal.cpu()}
         print(f"{name:24s} {time.perf_counter() - t:7.2f} s", flush=True)
     return res

@@ -100,7 +100,7 @@ def matmul_rate(size: int = 2048, reps: int = 3) -> float:
 
 def time_step(shape, engine: str, steps: int, profile: bool = False) -> tuple[float, float]:
     """(wall, CPU) seconds per AGT step of ``engine`` on ``shape``, after a warm-up pass."""
-    from certdp.agt import run_agt
+    from certdp.agt import AGTOptions, run_agt
     from certdp.bounds import get_certificate
     from certdp.models import ModelSpec
     from certdp.training import TrainSettings
@@ -122,7 +122,7 @@ def time_step(shape, engine: str, steps: int, profile: bool = False) -> tuple[fl
     def run(t):
         st = TrainSettings(steps=t, lr=lr, clip=clip, batch_size=bs, contraction=lam, seed=0)
         w, c = time.perf_counter(), time.process_time()
-        run_agt(m, theta, x, y, st, range(1, K + 1), certificate=cert, progress=False)
+        run_agt(m, theta, (x, y), st, range(1, K + 1), AGTOptions(certificate=cert, progress=False))
         return time.perf_counter() - w, time.process_time() - c
 
     run(2)                                          # compile, allocate

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import gamma as gamma_dist
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.errors import ConfigError
 from certdp.bounds.shared import SharedBoxes
@@ -172,7 +172,7 @@ def _check_envelopes(model, x, y, settings, ks, cert, labels, window=None, theta
     theta0 = model.init(0) if theta0 is None else theta0
     plan = batch_plan(x.shape[0], settings)
     steps = range(*window) if window else None
-    env = run_agt(model, theta0, x, y, settings, ks, certificate=cert, plan=plan, progress=False, steps=steps)
+    env = run_agt(model, theta0, (x, y), settings, ks, AGTOptions(certificate=cert, plan=plan, progress=False, steps=steps))
     viol = 0
     for j, k in enumerate(env.k_values.tolist()):
         for placement in PLACEMENTS:
@@ -214,9 +214,8 @@ def test_logistic_head_envelopes_sound_shared_and_crown():
         _, viol = _check_envelopes(model, x, y, st, ks, cert, [0, 1, 2])
         assert viol == 0
     # shared boxes: every radius keeps its own envelope, never tighter than the direct one
-    e_direct = run_agt(model, model.init(0), x, y, st, ks, certificate=get_certificate("ibp"), progress=False)
-    e_shared = run_agt(model, model.init(0), x, y, st, ks, certificate=SharedBoxes(get_certificate("ibp"), 2.0),
-                       progress=False)
+    e_direct = run_agt(model, model.init(0), (x, y), st, ks, AGTOptions(certificate=get_certificate("ibp"), progress=False))
+    e_shared = run_agt(model, model.init(0), (x, y), st, ks, AGTOptions(certificate=SharedBoxes(get_certificate("ibp"), 2.0), progress=False))
     assert torch.all(e_shared.lo <= e_direct.lo + 1e-12) and torch.all(e_shared.hi >= e_direct.hi - 1e-12)
     assert torch.allclose(e_shared.nominal, e_direct.nominal)
 
@@ -228,7 +227,7 @@ def test_multi_release_collapse_and_window_soundness():
     model = ModelSpec((8, 1), "hinge")
     st = TrainSettings(steps=20, lr=0.5, clip=0.05, batch_size=10, seed=0)
     released = model.init(0) + 0.3
-    e0 = run_agt(model, released, x, y, st, [1, 2, 4], progress=False, steps=range(10, 10))
+    e0 = run_agt(model, released, (x, y), st, [1, 2, 4], AGTOptions(progress=False, steps=range(10, 10)))
     assert torch.equal(e0.lo, e0.hi) and torch.equal(e0.lo[0], released)     # collapsed: points
     env, viol = _check_envelopes(model, x, y, st, [1, 2, 4], get_certificate("ibp"), [-1.0, 1.0],
                                  window=(10, 20), theta0=released)

@@ -55,7 +55,8 @@ class _Nominal(Certificate):
 
     name = "broken"
 
-    def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
+    def step_bounds(self, model, boxes, batch, *, subs, src=None, settings):
+        x, y = batch
         th = boxes.mid
         g = model.per_sample_grads(th, x, y).clamp(-settings.clip, settings.clip)
         new = settings.contraction * th - settings.lr * g.mean(-2)
@@ -132,9 +133,9 @@ class _DataScaled(IBP):
     def __init__(self, **_):
         super().__init__(substitutions="per_batch")
 
-    def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
-        nb = super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
-        w = 1e-3 * float(y.abs().max()) * subs.to(nb.lo.dtype).unsqueeze(-1)
+    def step_bounds(self, model, boxes, batch, *, subs, src=None, settings):
+        nb = super().step_bounds(model, boxes, batch, subs=subs, src=src, settings=settings)
+        w = 1e-3 * float(batch.y.abs().max()) * subs.to(nb.lo.dtype).unsqueeze(-1)
         return Interval(nb.lo - w, nb.hi + w)
 
 

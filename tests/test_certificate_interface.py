@@ -8,10 +8,10 @@ import torch
 import yaml
 from pathlib import Path
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import CERTIFICATES, check_supported, get_certificate, register
 from certdp.bounds.aggregate import batch_sum, top_sum
-from certdp.bounds.base import Certificate
+from certdp.bounds.base import Batch, Certificate
 from certdp.bounds.ibp import gradient_bounds
 from certdp.bounds.interval import Interval
 from certdp.bounds.shared import SharedBoxes
@@ -54,11 +54,11 @@ def test_box_certificate_from_a_test_runs_agt_and_contains_neighbours(box_regist
     plan = batch_plan(len(y), st)
     ks = [1, 2, 4]
     th0 = m.init(0)
-    env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("box"), plan=plan, progress=False)
+    env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("box"), plan=plan, progress=False))
     # closed form: every step adds lr * 2 gamma to each width and contracts the old one by lam
     width = sum(st.contraction ** (st.steps - 1 - t) * 2 * st.lr * st.clip for t in range(st.steps))
     assert torch.allclose(env.widths(), torch.full_like(env.lo, width), rtol=1e-9)
-    ibp = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("ibp"), plan=plan, progress=False)
+    ibp = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("ibp"), plan=plan, progress=False))
     assert bool((ibp.widths() <= env.widths() + 1e-12).all())
     for j, k in enumerate(ks):
         for mode in ("random", "adversarial"):
@@ -120,8 +120,8 @@ def test_shared_box_queries_match_the_pairing_and_are_sound(name, opts, widths, 
     cert = get_certificate(name, **opts)
     st = TrainSettings(steps=1, lr=0.4, clip=0.3, contraction=0.8)
     boxes, src, subs, g = _queries(m, 2)
-    q = cert.step_bounds(m, boxes, x, y, subs=subs, src=src, settings=st)
-    paired = cert.step_bounds(m, boxes[src], x, y, subs=subs, settings=st)
+    q = cert.step_bounds(m, boxes, Batch(x, y), subs=subs, src=src, settings=st)
+    paired = cert.step_bounds(m, boxes[src], Batch(x, y), subs=subs, settings=st)
     assert q.lo.shape == (len(src), m.n_params)
     assert torch.allclose(q.lo, paired.lo, rtol=1e-12, atol=1e-14)
     assert torch.allclose(q.hi, paired.hi, rtol=1e-12, atol=1e-14)
@@ -145,8 +145,8 @@ def test_shared_boxes_wrapper_takes_explicit_queries():
     st = TrainSettings(steps=1, lr=0.4, clip=0.3)
     boxes, src, subs, _ = _queries(m, 4)
     ibp = get_certificate("ibp")
-    shared = SharedBoxes(ibp, 2.0, topk_cap=2).step_bounds(m, boxes, x, y, subs=subs, src=src, settings=st)
-    direct = ibp.step_bounds(m, boxes, x, y, subs=subs, src=src, settings=st)
+    shared = SharedBoxes(ibp, 2.0, topk_cap=2).step_bounds(m, boxes, Batch(x, y), subs=subs, src=src, settings=st)
+    direct = ibp.step_bounds(m, boxes, Batch(x, y), subs=subs, src=src, settings=st)
     small = subs < x.shape[0]
     # the cap only loosens: never tighter than the exact top-k, equal where k <= cap
     assert bool((shared.lo[small] <= direct.lo[small] + 1e-12).all() and (shared.hi[small] >= direct.hi[small] - 1e-12).all())
@@ -197,12 +197,12 @@ def test_missing_hooks_are_named():
     class StepOnly(Certificate):
         name = "steponly"
 
-        def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
+        def step_bounds(self, model, boxes, batch, *, subs, src=None, settings):
             return boxes
 
     with pytest.raises(NotImplementedError, match="per_sample_gradient_bounds"):
         StepOnly().batch_sum_bounds(ModelSpec((1, 1)), Interval(torch.zeros(1, 2), torch.zeros(1, 2)),
-                                    torch.zeros(3, 1, dtype=D), torch.zeros(3, dtype=D), subs=torch.tensor([1]), clip=1.0)
+                                    Batch(torch.zeros(3, 1, dtype=D), torch.zeros(3, dtype=D)), subs=torch.tensor([1]), clip=1.0)
 
     class Windowed(StepOnly):
         name = "windowed"
@@ -210,7 +210,7 @@ def test_missing_hooks_are_named():
 
     m, x, y = _head((2, 1), "mse", 6, 0)
     with pytest.raises(NotImplementedError, match="window_bounds"):
-        run_agt(m, m.init(0), x, y, TrainSettings(steps=2, lr=0.1, clip=0.1), [1], certificate=Windowed(), progress=False)
+        run_agt(m, m.init(0), (x, y), TrainSettings(steps=2, lr=0.1, clip=0.1), [1], AGTOptions(certificate=Windowed(), progress=False))
     with pytest.raises(TypeError):
         register(object)
 
@@ -251,5 +251,5 @@ def test_no_getattr_probe_of_a_certificate():
                     and any(w in ast.unparse(node.args[0]).lower() for w in ("cert", "engine"))):
                 probes.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert probes == []
-    for hook in ("substitutions", "variable_bounds", "window_budget", "window_steps", "nesting_monotone"):
+    for hook in ("substitutions", "schedule", "window_steps", "nesting_monotone", "ledger_slack"):
         assert hook in vars(Certificate), hook

@@ -5,7 +5,7 @@ contracting on contracting steps; golden bounds for small fixed cases."""
 import pytest
 import torch
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.bounds.aggregate import batch_sum
 from certdp.bounds.crown import mlp1_gradient_bounds, single_layer_step
@@ -159,7 +159,7 @@ def test_contracting_step_contracts_the_envelope():
     th0 = m.init(0)
     w = {}
     for name in ("ibp", "crown"):
-        env = run_agt(m, th0, x, y, st, [1], certificate=get_certificate(name), progress=False)
+        env = run_agt(m, th0, (x, y), st, [1], AGTOptions(certificate=get_certificate(name), progress=False))
         w[name] = env.widths().sum(-1)
     assert (w["crown"] <= w["ibp"] + 1e-12).all()
     assert (w["crown"] < 0.5 * w["ibp"]).all()
@@ -177,8 +177,8 @@ def test_envelopes_contain_retrained_neighbours(widths, loss, bs):
     th0 = m.init(0)
     plan = batch_plan(N, st)
     ks = [1, 2, 4]
-    env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("crown"), plan=plan, progress=False)
-    ibp = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("ibp"), plan=plan, progress=False)
+    env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("crown"), plan=plan, progress=False))
+    ibp = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("ibp"), plan=plan, progress=False))
     # never wider than IBP, up to the difference of their graded widenings against rounding
     assert (env.widths() <= ibp.widths() + 1e-8).all()
     for j, k in enumerate(ks):

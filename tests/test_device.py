@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from certdp import agt
-from certdp.agt import memory_budget, run_agt
+from certdp.agt import AGTOptions, memory_budget, run_agt
 from certdp.bounds import check_device, get_certificate
 from certdp.bounds.shared import SharedBoxes
 from certdp.errors import ConfigError
@@ -65,7 +65,7 @@ def test_every_tensor_follows_the_inputs_device(case):
     _, m, x, y, s, ks, make = case
     th = m.init(0)
     with torch.device("meta"):                 # a tensor created without a device would be meta
-        env = run_agt(m, th, x, y, s, ks, certificate=make(), progress=False, device="cpu")
+        env = run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=make(), progress=False, device="cpu"))
         theta = train(m, th, x, y, s, device="cpu")
     assert env.lo.device.type == "cpu" and theta.device.type == "cpu"
     assert bool(torch.isfinite(env.lo).all() and torch.isfinite(env.hi).all())
@@ -84,8 +84,7 @@ def test_the_trap_catches_a_tensor_created_without_a_device(monkeypatch):
     th = m.init(0)
     with pytest.raises(RuntimeError, match="meta"):
         with torch.device("meta"):
-            run_agt(m, th, x, y, s, ks, certificate=get_certificate("ibp", aggregation="tau"), progress=False,
-                    device="cpu")
+            run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp", aggregation="tau"), progress=False, device="cpu"))
 
 
 def test_device_requests_resolve_or_refuse_in_one_line():
@@ -114,9 +113,7 @@ def test_engines_that_cannot_run_on_a_gpu_say_so():
     for name in ("ibp", "crown"):
         check_device(get_certificate(name), torch.device("cuda", 0))
     with pytest.raises(ConfigError, match="device"):
-        run_agt(ModelSpec((2, 1), "mse"), torch.zeros(3, dtype=D), torch.zeros(4, 2, dtype=D), torch.zeros(4, dtype=D),
-                TrainSettings(steps=1, lr=0.1, clip=1.0), [1], certificate=get_certificate("milp"), device="cuda:0",
-                progress=False)
+        run_agt(ModelSpec((2, 1), "mse"), torch.zeros(3, dtype=D), (torch.zeros(4, 2, dtype=D), torch.zeros(4, dtype=D)), TrainSettings(steps=1, lr=0.1, clip=1.0), [1], AGTOptions(certificate=get_certificate("milp"), device="cuda:0", progress=False))
 
 
 def test_memory_budget_follows_the_device(monkeypatch):
@@ -173,8 +170,8 @@ def test_gpu_envelopes_equal_the_cpu_ones(case):
     different orders, so not bit for bit)."""
     _, m, x, y, s, ks, make = case
     th = m.init(0)
-    cpu = run_agt(m, th, x, y, s, ks, certificate=make(), progress=False, device="cpu")
-    gpu = run_agt(m, th, x, y, s, ks, certificate=make(), progress=False, device="cuda")
+    cpu = run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=make(), progress=False, device="cpu"))
+    gpu = run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=make(), progress=False, device="cuda"))
     assert gpu.lo.device.type == "cuda"
     for f in ("lo", "hi", "nominal"):
         a, b = getattr(cpu, f), getattr(gpu, f).cpu()
@@ -240,13 +237,13 @@ def test_a_long_pass_prints_its_estimate_after_the_first_step(caplog, monkeypatc
     m = ModelSpec((3, 1), "mse")
     x = torch.randn(30, 3, dtype=D)
     with caplog.at_level("INFO", logger="certdp"):
-        run_agt(m, m.init(0), x, x[:, 0], TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], progress=False)
+        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], AGTOptions(progress=False))
     msgs = [r.getMessage() for r in caplog.records if "estimate" in r.getMessage()]
     assert len(msgs) == 1 and "2 radii x 4 steps on cpu" in msgs[0]
     monkeypatch.setattr(agt.Calibration, "min_seconds", 1e9)                # short passes stay quiet
     caplog.clear()
     with caplog.at_level("INFO", logger="certdp"):
-        run_agt(m, m.init(0), x, x[:, 0], TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], progress=False)
+        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], AGTOptions(progress=False))
     assert not [r for r in caplog.records if "estimate" in r.getMessage()]
 
 

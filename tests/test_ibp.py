@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from certdp.bounds.base import Batch
 from certdp.bounds.ibp import IBP, gradient_bounds
 from certdp.bounds.interval import Interval, output_bounds
 from certdp.models import ModelSpec
@@ -111,7 +112,8 @@ class _KTimesExtreme(IBP):
     (the k records that leave carry at least k min(u)) but the minimum enters with coefficient 1 - k,
     so it does not nest (certdp/bounds/aggregate.py)."""
 
-    def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
+    def batch_sum_bounds(self, model, boxes, batch, *, subs, src=None, clip):
+        x, y = batch
         g = gradient_bounds(model, boxes, x, y, clip=clip)
         k = subs.to(g.lo.device).clamp(max=x.shape[0]).to(g.lo.dtype).unsqueeze(-1)
         return Interval(g.lo.sum(-1) - k * g.lo.amax(-1) - k * clip, g.hi.sum(-1) - k * g.hi.amin(-1) + k * clip)
@@ -133,8 +135,8 @@ def _step_excess(engine, *, r: int = 3) -> float:
     theta = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
     box = Interval(theta, theta)
     st = TrainSettings(steps=1, lr=0.4, clip=0.3, contraction=0.9)
-    a = engine.step_bounds(m, box, x, y, subs=torch.tensor([r]), settings=st)
-    b = engine.step_bounds(m, box, x2, y2, subs=torch.tensor([r + 1]), settings=st)
+    a = engine.step_bounds(m, box, Batch(x, y), subs=torch.tensor([r]), settings=st)
+    b = engine.step_bounds(m, box, Batch(x2, y2), subs=torch.tensor([r + 1]), settings=st)
     return float(torch.maximum(b.lo - a.lo, a.hi - b.hi).max())
 
 
@@ -157,7 +159,7 @@ def test_compiled_head_pass_nests_between_neighbours(monkeypatch):
     box of the other dataset, exactly; and the compiled step nests at the aggregation's worst case."""
     import shutil
     from test_smoothness import _assert_nested, _nest_data, _replacements, _substituted
-    from certdp.agt import epoch_length, run_agt
+    from certdp.agt import AGTOptions, epoch_length, run_agt
     from certdp.bounds import get_certificate
     from certdp.training import TrainSettings, batch_plan
     ibp = _force_compile(monkeypatch)
@@ -173,8 +175,7 @@ def test_compiled_head_pass_nests_between_neighbours(monkeypatch):
         plan = batch_plan(n, st)
         E = epoch_length(plan, n)
         b = plan.shape[1] * (E or 1)
-        run = lambda X, Y: run_agt(m, m.init(2), X, Y, st, [1, 2, 3, 5, 8, n], certificate=eng, plan=plan,
-                                   progress=False)
+        run = lambda X, Y: run_agt(m, m.init(2), (X, Y), st, [1, 2, 3, 5, 8, n], AGTOptions(certificate=eng, plan=plan, progress=False))
         base = run(x, y)
         idx = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
         for xv, yv in _replacements(x, y, "ce", 3, torch.Generator().manual_seed(7)):

@@ -11,7 +11,7 @@ is the budget share; the LP relaxation alone (``solve=lp``) is sound and no tigh
 import pytest
 
 import certdp.bounds.milp as milp
-from certdp.agt import epoch_length, run_agt
+from certdp.agt import AGTOptions, epoch_length, run_agt
 from certdp.bounds import get_certificate
 from neighbourhoods import assert_contains_neighbours, toy_problem
 
@@ -34,17 +34,16 @@ def test_ledger_bounds_contain_retrained_neighbours(name, widths, loss, n, b, st
     assert E == n // b and steps > 2 * E and any((t0 // E) != ((t0 + F - 1) // E) for t0 in range(0, steps, F))
     th0 = m.init(1)
     cert = get_certificate("milp", frequency=F, workers=1)
-    env = run_agt(m, th0, x, y, s, ks, certificate=cert, plan=plan, progress=False)
+    env = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=cert, plan=plan, progress=False))
     assert all(st["fallback"] == 0 and st["time_limited"] == 0 for st in cert.stats)
-    per_batch = run_agt(m, th0, x, y, s, ks, certificate=get_certificate("milp", frequency=F, workers=1,
-                                                                         substitutions="per_batch"),
-                        plan=plan, progress=False)
+    per_batch = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=get_certificate("milp", frequency=F, workers=1,
+                                                                         substitutions="per_batch"), plan=plan, progress=False))
     # intersected with the per-batch boxes: never looser (up to the solver margin), and the epoch
     # budget pays off on a multi-epoch plan
     assert (env.widths() <= per_batch.widths() + 1e-6).all()
     assert float(env.widths()[0].sum()) < 0.99 * float(per_batch.widths()[0].sum())
     # never looser than the per-epoch ledger (IBP) over the whole run, which it is intersected with
-    ledger = run_agt(m, th0, x, y, s, ks, certificate=get_certificate("ibp"), plan=plan, progress=False)
+    ledger = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp"), plan=plan, progress=False))
     assert (env.lo >= ledger.lo - 1e-9).all() and (env.hi <= ledger.hi + 1e-9).all()
     assert_contains_neighbours(env, m, th0, x, y, s, ks=ks, R=20, plan=plan, loss=loss, gen=gen)
 
@@ -56,8 +55,7 @@ def test_pass_starting_mid_epoch_contains_neighbours():
     start = m.init(3) + 0.05
     window = range(6, 14)
     ks = [1, 3]
-    env = run_agt(m, start, x, y, s, ks, certificate=get_certificate("milp", frequency=3, workers=1), plan=plan,
-                  steps=window, progress=False)
+    env = run_agt(m, start, (x, y), s, ks, AGTOptions(certificate=get_certificate("milp", frequency=3, workers=1), plan=plan, steps=window, progress=False))
     assert_contains_neighbours(env, m, start, x, y, s, ks=ks, R=10, plan=plan, loss="hinge", gen=gen, steps=window)
 
 
@@ -77,14 +75,14 @@ def test_run_budget_is_shared_over_the_windows_left(monkeypatch):
     reads = iter([0.0, 10.0, 40.0, 100.0])
     monkeypatch.setattr(milp, "_clock", lambda: next(reads))
     cert = get_certificate("milp", frequency=2, workers=1, time_limit=60, run_time_limit=120)
-    run_agt(m, m.init(1), x, y, s, [1, 2], certificate=cert, plan=plan, progress=False)
+    run_agt(m, m.init(1), (x, y), s, [1, 2], AGTOptions(certificate=cert, plan=plan, progress=False))
     got = sorted({(st["window_start"], st["time_limit"]) for st in cert.stats})
     assert got == [(0, pytest.approx(110 / 36)), (2, pytest.approx(80 / 24)), (4, pytest.approx(20 / 12))]
     # time_limit still caps the share
     reads2 = iter([0.0, 0.0, 0.0, 0.0])
     monkeypatch.setattr(milp, "_clock", lambda: next(reads2))
     cert = get_certificate("milp", frequency=2, workers=1, time_limit=0.5, run_time_limit=1e6)
-    run_agt(m, m.init(1), x, y, s, [1, 2], certificate=cert, plan=plan, progress=False)
+    run_agt(m, m.init(1), (x, y), s, [1, 2], AGTOptions(certificate=cert, plan=plan, progress=False))
     assert {st["time_limit"] for st in cert.stats} == {0.5}
 
 
@@ -106,7 +104,6 @@ def test_lp_relaxation_is_sound_and_no_tighter_than_the_mip(loss):
     m, x, y, s, plan, gen = _setup((2, 1), loss, 21, 5, 8, 0.5 if loss == "hinge" else 0.1,
                                    0.05 if loss == "hinge" else 0.1, seed=11)
     ks = [1, 2]
-    env = {v: run_agt(m, m.init(1), x, y, s, ks, certificate=get_certificate("milp", frequency=4, workers=1, solve=v),
-                      plan=plan, progress=False) for v in ("milp", "lp")}
+    env = {v: run_agt(m, m.init(1), (x, y), s, ks, AGTOptions(certificate=get_certificate("milp", frequency=4, workers=1, solve=v), plan=plan, progress=False)) for v in ("milp", "lp")}
     assert (env["lp"].widths() >= env["milp"].widths() - 1e-6).all()
     assert_contains_neighbours(env["lp"], m, m.init(1), x, y, s, ks=ks, R=8, plan=plan, loss=loss, gen=gen)

@@ -25,7 +25,7 @@ import torch
 import certdp.agt as agt
 import certdp.bounds.milp_window as mw
 import certdp.bounds.safe_lp as lpb
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.bounds.crown import _meet
 from certdp.bounds.ibp import IBP
@@ -61,7 +61,7 @@ def _issue_envelopes():
     out = {}
     for name, (X, Y) in (("D", dd), ("D'", dp)):
         cert = get_certificate("milp", frequency=2, workers=1)
-        out[name] = (run_agt(m, th0, X, Y, st, ISSUE_KS, certificate=cert, plan=plan, progress=False),
+        out[name] = (run_agt(m, th0, (X, Y), st, ISSUE_KS, AGTOptions(certificate=cert, plan=plan, progress=False)),
                      train(m, th0, X, Y, st, plan=plan), cert.stats)
     return out
 
@@ -217,8 +217,8 @@ class _Shifted(IBP):
 
     name = "shifted"
 
-    def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
-        nb = super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
+    def step_bounds(self, model, boxes, batch, *, subs, src=None, settings):
+        nb = super().step_bounds(model, boxes, batch, subs=subs, src=src, settings=settings)
         return Interval(nb.lo + 1.0, nb.hi + 1.0)
 
 
@@ -227,9 +227,9 @@ def test_agt_refuses_a_box_that_excludes_the_nominal():
     x = torch.rand(8, 1, generator=torch.Generator().manual_seed(0), dtype=D)
     y = 2 * x[:, 0]
     st = TrainSettings(steps=3, lr=0.1, clip=1.0, batch_size=4)
-    run_agt(m, m.init(0), x, y, st, [1, 2], certificate=IBP(substitutions="per_batch"), progress=False)
+    run_agt(m, m.init(0), (x, y), st, [1, 2], AGTOptions(certificate=IBP(substitutions="per_batch"), progress=False))
     with pytest.raises(ConfigError, match="internal error"):
-        run_agt(m, m.init(0), x, y, st, [1, 2], certificate=_Shifted(substitutions="per_batch"), progress=False)
+        run_agt(m, m.init(0), (x, y), st, [1, 2], AGTOptions(certificate=_Shifted(substitutions="per_batch"), progress=False))
 
 
 # ----------------------------------------------------------------------------- extreme records
@@ -249,8 +249,7 @@ def test_extreme_records_stay_inside(F):
     plan = batch_plan(n, st)
     th0 = m.init(0)
     ks = [1, 2]
-    env = run_agt(m, th0, x, y, st, ks, certificate=get_certificate("milp", frequency=F, workers=1, nodes=16),
-                  plan=plan, progress=False)
+    env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("milp", frequency=F, workers=1, nodes=16), plan=plan, progress=False))
     assert bool((env.lo <= env.hi).all()) and bool(env.contains(env.nominal).all())
     used = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
     recs = [(s * v, s * w) for v in (1e6, 1e7, 1e9) for w in (0.0, 1e6) for s in (1.0, -1.0)] + [(0.5, 40.0), (3.0, -2.0)]

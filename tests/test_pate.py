@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from certdp import DTYPE
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.errors import ConfigError
 from certdp.certify import build_experiment, prediction_staircase
@@ -128,7 +128,7 @@ def test_all_arms_tiny_run():
 
 def _shard_stair(exp, xs, ys, xt, ks, cert):
     theta0 = exp.model.init(exp.train.seed)
-    env = run_agt(exp.model, theta0, xs, ys, exp.train, ks, certificate=cert, progress=False)
+    env = run_agt(exp.model, theta0, (xs, ys), exp.train, ks, AGTOptions(certificate=cert, progress=False))
     sc, pred = prediction_staircase(exp.on_data(xs, ys), env, xt)
     return sc, pred
 

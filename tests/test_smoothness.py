@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
-from certdp.bounds.base import Certificate
+from certdp.bounds.base import Batch, Certificate
 from certdp.bounds.shared import SharedBoxes
 from certdp.certify import build_experiment, prediction_staircase
 from certdp.privacy.loss import delta_of, pure_loss, release_for
@@ -55,8 +55,7 @@ class Certifier:
         self.theta0 = self.exp.model.init(self.exp.train.seed)
 
     def envelopes(self, X, Y):
-        return run_agt(self.exp.model, self.theta0, X, Y, self.exp.train, self.ks, certificate=self.cert,
-                       plan=self.plan, progress=False)
+        return run_agt(self.exp.model, self.theta0, (X, Y), self.exp.train, self.ks, AGTOptions(certificate=self.cert, plan=self.plan, progress=False))
 
     def staircase(self, X, Y, env, output_range):
         e = self.exp.on_data(X, Y)
@@ -321,18 +320,14 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     x, y = _nest_data(widths, loss, n, 3)
     st = TrainSettings(steps=6, lr=lr, clip=clip, batch_size=bs, contraction=lam, seed=1)
     plan = batch_plan(n, st)
-    b = plan.shape[1]
     ks = [1, 2, 3, 5, 8, n]
     engine = get_certificate(cert, **opts)
-    from certdp.agt import epoch_length
-    E = epoch_length(plan, n)
-    if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
-        b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
-    if engine.window_budget:
-        b = n                       # one budget over the window's records (gaplp): data-dependent below N
+    # the radii the engine computes: below b, an epoch's slots b E (the per-epoch ledger) or N (one
+    # budget over the window's records, gaplp); from there on the data-independent cover
+    b = engine.schedule(plan, n).limit
     assert engine.nesting_monotone
     th0 = m.init(2)
-    run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)
+    run = lambda X, Y: run_agt(m, th0, (X, Y), st, ks, AGTOptions(certificate=engine, plan=plan, progress=False))
     base = run(x, y)
     assert bool(base.contains(base.nominal).all())             # the released point is in every T_k
     idx = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
@@ -376,7 +371,7 @@ def test_one_step_nests_for_nested_boxes_and_a_substituted_record(name, widths, 
         xv, yv = _replacements(x, y, loss, C, gen)[trial % 4]
         X2, Y2 = _substituted(x, y, trial % n, xv, yv, loss, C)
         ks = torch.tensor([0, 1, 3])
-        a = engine.step_bounds(m, B, x, y, subs=ks, settings=st)
-        b2 = engine.step_bounds(m, B2, X2, m.loss.labels(Y2), subs=ks + 1, settings=st)
+        a = engine.step_bounds(m, B, Batch(x, y), subs=ks, settings=st)
+        b2 = engine.step_bounds(m, B2, Batch(X2, m.loss.labels(Y2)), subs=ks + 1, settings=st)
         worst = max(worst, float(torch.maximum(b2.lo - a.lo, a.hi - b2.hi).max()))
     assert worst <= slack, f"step bound of the smaller box sticks out by {worst:.3g} > slack {slack:.3g}"

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 import certdp.bounds.ibp as ibp
-from certdp.agt import run_agt
+from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
+from certdp.bounds.base import Batch
 from certdp.bounds.aggregate import batch_sum, batch_sum_from_stats
 from certdp.bounds.ibp import gradient_bounds, gradient_sum_stats
 from certdp.bounds.interval import Interval
@@ -52,7 +53,7 @@ def test_envelopes_contain_retrained_neighbours(name, widths, cert, bs, lr, clip
     th0 = m.init(4)
     ks = [1, 2, 3, 5, 8]
     c = get_certificate("ibp", aggregation="tau") if cert == "ibp-tau" else get_certificate(cert)
-    env = run_agt(m, th0, x, y, s, ks, certificate=c, progress=False)
+    env = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=c, progress=False))
     assert torch.allclose(env.nominal, train(m, th0, x, y, s))
     xtest = torch.rand(25, widths[0], generator=gen, dtype=torch.float64) * 2 - 1
     out = output_bounds(m, env.box, xtest)
@@ -79,8 +80,8 @@ def test_crown_step_is_never_wider_than_ibp_on_linear_regression():
     y = x @ torch.tensor([2.0, -1.0], dtype=torch.float64) + 1
     for bs in (None, 16):
         s = TrainSettings(steps=15, lr=0.2, clip=0.5, batch_size=bs, seed=1)
-        a = run_agt(m, m.init(0), x, y, s, [1, 4, 16], certificate=get_certificate("ibp"), progress=False)
-        b = run_agt(m, m.init(0), x, y, s, [1, 4, 16], certificate=get_certificate("crown"), progress=False)
+        a = run_agt(m, m.init(0), (x, y), s, [1, 4, 16], AGTOptions(certificate=get_certificate("ibp"), progress=False))
+        b = run_agt(m, m.init(0), (x, y), s, [1, 4, 16], AGTOptions(certificate=get_certificate("crown"), progress=False))
         assert bool((b.widths() <= a.widths() * (1 + 1e-9) + 1e-12).all())
 
 
@@ -123,7 +124,7 @@ def test_compiled_fused_pass_matches_eager(monkeypatch):
     c = m.init(1)
     box = Interval(torch.stack([c - 0.01, c - 0.1]), torch.stack([c + 0.01, c + 0.1]))
     ks = torch.tensor([1, 4])
-    fused = ibp.IBP(aggregation="tau").batch_sum_bounds(m, box, x, y, subs=ks, clip=0.2)
+    fused = ibp.IBP(aggregation="tau").batch_sum_bounds(m, box, Batch(x, y), subs=ks, clip=0.2)
     eager = batch_sum_from_stats(ibp.gradient_sum_stats(m, box, x, y, clip=0.2), subs=ks, clip=0.2, b=64)
     assert torch.allclose(fused.lo, eager.lo, atol=1e-11) and torch.allclose(fused.hi, eager.hi, atol=1e-11)
     if ibp._COMPILE["failed"]:

@@ -44,8 +44,9 @@ Hooks (an engine overrides at least one of the first three; the others have defa
                                            ``domain``)
 ``substitutions``                          ``per_epoch`` (AGT keeps the per-epoch ledger where the
                                            batch plan allows it) or ``per_batch`` (default)
-``variable_bounds``                        a window engine's variable bounds: ``per_epoch``
-                                           (from the per-epoch ledger) or ``per_batch`` (default)
+``schedule(plan, n)``                      the :class:`Schedule` of a pass: the per-epoch
+                                           ledger's epoch (step engines) and the radii the engine
+                                           computes (the rest get the trivial cover)
 ``window_steps`` / ``window_bounds``       F steps certified at once from the window's start
                                            boxes (default: None, one step at a time)
 ``supports(model)``                        False: AGT refuses the model with a one-line
@@ -62,7 +63,15 @@ Hooks (an engine overrides at least one of the first three; the others have defa
                                            releases refuse an engine without it (default False)
 ``nesting_refusal()``                      (key, reason, allowed) of that refusal
 ``nesting_slack(...)``                     per-step rounding slack AGT absorbs by graded widening
+``ledger_slack(...)``                      the same for one ``ledger_step_bounds`` step
 =========================================  ===================================================
+
+Two protocols (:mod:`certdp.agt` drives them).  A *step engine* (``window_steps = None``) answers
+one step at a time: ``step_bounds`` (the per-batch loop) and ``ledger_step_bounds`` (the per-epoch
+ledger), with ``nesting_slack`` / ``ledger_slack``.  A *window engine* (``window_steps = F``)
+answers F steps at once: ``start_run`` before a pass, then ``window_bounds(model, boxes, window)``
+per window (a :class:`Window`: the data, plan, steps, radii, settings and AGT's callbacks).  Both
+declare their :meth:`Certificate.schedule`; AGT reads nothing else to choose the loop.
 
 Nesting (what ``nesting_monotone = True`` promises).  The smooth-sensitivity releases are
 beta-smooth only if the computed envelopes of neighbouring datasets D ~ D' nest, T_r(D) inside
@@ -104,7 +113,8 @@ Adding a certificate: one file with one subclass, registered in :mod:`certdp.bou
 from __future__ import annotations
 
 from abc import ABC
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import torch
 
@@ -112,6 +122,59 @@ from certdp.bounds.aggregate import batch_sum, clipped_gd_step
 from certdp.bounds.interval import Interval, output_bounds
 
 _COMPUTE_HOOKS = ("per_sample_gradient_bounds", "batch_sum_bounds", "step_bounds")
+
+
+class Batch(NamedTuple):
+    """One step's records: features ``x`` [b, d] and labels ``y`` [b] (as ``loss.labels`` gives)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a window engine's ``window_bounds`` certifies: the steps ``steps`` (consecutive
+    indices of ``plan``) on the whole training set ``data``, one row per radius of ``ks`` (0: the
+    nominal run), with ``settings`` (the training's).  ``magnitude``: a data-independent bound on
+    |theta| over the window (the trivial cover's), for margins that must not depend on the data.
+    ``step_boxes``: AGT's callback ``step_boxes(engine=, ref=, ks=, start_box=, steps=) ->
+    (envelopes, trace)`` running a per-step engine over the same window (engines that cap their
+    bounds by it)."""
+
+    data: Batch
+    plan: torch.Tensor
+    steps: Any
+    ks: torch.Tensor
+    settings: Any
+    magnitude: float | None = None
+    step_boxes: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How AGT runs an engine over a batch plan: ``epoch`` E (step engines: the per-epoch ledger
+    over epochs of E batches; None: per batch) and ``limit``: the engine computes the radii below
+    it, every radius from it on is the data-independent trivial cover (module docstring of
+    :mod:`certdp.agt`)."""
+
+    epoch: int | None
+    limit: int
+
+
+def epoch_length(plan: torch.Tensor, n: int) -> int | None:
+    """E = floor(N / b) if the plan has more than one batch per epoch and no index occurs twice in
+    any aligned block of E consecutive steps (the structure of :func:`certdp.training.batch_plan`,
+    which the per-epoch budget relies on), else None (certify per batch)."""
+    b = plan.shape[1]
+    E = n // b
+    if E < 2:
+        return None
+    T = plan.shape[0]
+    for s in range(0, T, E):
+        blk = plan[s:s + E].reshape(-1)
+        if torch.unique(blk).numel() != blk.numel():
+            return None
+    return E
 
 
 class Workspace:
@@ -158,14 +221,6 @@ class Certificate(ABC):
     device_note: ClassVar[str] = ""
     window_steps: int | None = None
     substitutions: str = "per_batch"
-    #: a window engine whose per-step variable bounds come from the per-epoch ledger
-    #: (``per_epoch``, MILP's ``certificate.substitutions``) stays informative below an epoch's
-    #: slots; AGT reads it to set the radii it computes (default ``per_batch``)
-    variable_bounds: str = "per_batch"
-    #: a window engine that budgets the k substituted records over the whole window itself (one
-    #: binary per record, MILP): radii up to the records an epoch uses stay informative, not only
-    #: radii below the batch size
-    window_budget: bool = False
     #: the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py (module docstring above);
     #: smooth-sensitivity releases refuse an engine that does not declare it
     nesting_monotone: bool = False
@@ -180,6 +235,16 @@ class Certificate(ABC):
         """(config key, reason, allowed values) for the one-line refusal of a smooth release when
         ``nesting_monotone`` is False; ``allowed=None`` lets the caller name the engines that nest."""
         return ("certificate.name", f"the engine '{self.name}' does not declare a nesting-monotone step map", None)
+
+    def schedule(self, plan: torch.Tensor, n: int) -> Schedule:
+        """The :class:`Schedule` of a pass over ``plan`` on ``n`` records.  Default: with
+        ``substitutions = per_epoch`` and a plan of several batches per epoch, the per-epoch ledger
+        (a step engine; a window engine budgets per epoch itself), computing every radius below an
+        epoch's slots b E; otherwise per batch, computing the radii below b (from b on a batch may
+        be entirely substituted: the trivial cover)."""
+        b = plan.shape[1]
+        E = epoch_length(plan, n) if (b < n and self.substitutions == "per_epoch") else None
+        return Schedule(epoch=E, limit=b * E if E else b)
 
     def nesting_slack(self, model, *, settings, b: int, k_max: int, magnitude: float, steps: int = 1) -> float:
         """A data-independent bound E on how far one block of ``steps`` computed steps (this
@@ -198,6 +263,13 @@ class Certificate(ABC):
         per = lr * g * u * (b + k_max + 2) + 3 * u * (magnitude + lr * g)
         return 4.0 * steps * per
 
+    def ledger_slack(self, model, *, settings, b: int, k_max: int, magnitude: float) -> float:
+        """:meth:`nesting_slack` of one ``ledger_step_bounds`` step.  Default: the base
+        aggregation's (the default ledger step is the plain sum of per-sample bounds; an engine's
+        own joint ``step_bounds`` is not used there).  An engine that overrides
+        ``ledger_step_bounds`` overrides this too."""
+        return Certificate.nesting_slack(self, model, settings=settings, b=b, k_max=k_max, magnitude=magnitude, steps=1)
+
     @classmethod
     def supports(cls, model) -> bool:
         """Whether the engine can bound ``model`` (widths and loss only, never the options)."""
@@ -212,22 +284,23 @@ class Certificate(ABC):
         raise NotImplementedError(f"certificate '{self.name}' does not implement per_sample_gradient_bounds "
                                   f"(needed by the default batch_sum_bounds / step_bounds)")
 
-    def batch_sum_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+    def batch_sum_bounds(self, model, boxes: Interval, batch: Batch, *,
                          subs: torch.Tensor, src: torch.Tensor | None = None, clip: float) -> Interval:
         """Bounds [Q, P] on the batch sum of clipped gradients for every query (module docstring)."""
+        x, y = batch
         M, b = boxes.lo.shape[0], x.shape[0]
         g = self.per_sample_gradient_bounds(model, boxes, x, y, clip=clip,
                                             out=self.scratch((M, model.n_params, b), boxes.lo.dtype,
                                                              boxes.lo.device))
         return batch_sum(g, subs=subs, src=src, clip=clip)
 
-    def step_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
+    def step_bounds(self, model, boxes: Interval, batch: Batch, *,
                     subs: torch.Tensor, src: torch.Tensor | None = None, settings) -> Interval:
         """Boxes [Q, P] after one clipped-GD step, one per query (module docstring)."""
-        sums = self.batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=settings.clip)
-        return clipped_gd_step(boxes, sums, src=src, settings=settings, b=x.shape[0])
+        sums = self.batch_sum_bounds(model, boxes, batch, subs=subs, src=src, clip=settings.clip)
+        return clipped_gd_step(boxes, sums, src=src, settings=settings, b=batch.x.shape[0])
 
-    def ledger_step_bounds(self, model, anchor: Interval, x: torch.Tensor, y: torch.Tensor, *,
+    def ledger_step_bounds(self, model, anchor: Interval, batch: Batch, *,
                            domain: Interval, shift: torch.Tensor, settings) -> Interval:
         """Boxes [M, P] containing lam * psi - (lr / b) * sum_{i=1..b} clip(grad_theta loss(f_theta(x_i),
         y_i)) for every psi in ``anchor[m]`` and every theta in ``domain[m]`` with |theta - psi| <=
@@ -235,7 +308,8 @@ class Certificate(ABC):
         cover): the step of the per-epoch ledger (:mod:`certdp.agt`), the batch's *own* records only.
         The default bounds the sum by the per-sample bounds over ``domain`` (no substitution): an
         inclusion-monotone map of (anchor, domain) whenever the per-sample bounds are."""
-        sums = self.batch_sum_bounds(model, domain, x, y,
+        x = batch.x
+        sums = self.batch_sum_bounds(model, domain, batch,
                                      subs=torch.zeros(anchor.lo.shape[0], dtype=torch.long, device=x.device),
                                      clip=settings.clip)
         return clipped_gd_step(anchor, sums, settings=settings, b=x.shape[0])
@@ -244,16 +318,11 @@ class Certificate(ABC):
         """Intervals [M, n, out] containing f_theta(x) for every theta in each box of ``theta``."""
         return output_bounds(model, theta, x)
 
-    def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                      plan: torch.Tensor, steps, ks: torch.Tensor, settings,
-                      magnitude: float | None = None, step_boxes=None) -> Interval:
-        """Boxes [K, P] at the end of the window ``steps`` (consecutive step indices of ``plan``,
-        ``len(steps) <= window_steps``) from the boxes [K, P] at its start; row j for datasets
-        within ``ks[j]`` substitutions of the whole training set ``(x, y)`` (``ks[j] = 0``: the
-        nominal run).  ``magnitude``: a data-independent bound on |theta| over the window (the
-        trivial cover's), for margins that must not depend on the data.  ``step_boxes``: AGT's
-        callback ``step_boxes(engine=, ref=, ks=, start_box=, steps=) -> (envelopes, trace)``
-        running a per-step engine over the same window (engines that cap their bounds by it)."""
+    def window_bounds(self, model, boxes: Interval, window: Window) -> Interval:
+        """Boxes [K, P] at the end of the window ``window.steps`` (consecutive step indices of its
+        plan, ``len(steps) <= window_steps``) from the boxes [K, P] at its start; row j for datasets
+        within ``window.ks[j]`` substitutions of the whole training set ``window.data``
+        (``ks[j] = 0``: the nominal run); :class:`Window` says what else it carries."""
         raise NotImplementedError(f"certificate '{self.name}' sets window_steps but does not implement window_bounds")
 
     def start_run(self, *, windows: int, steps: range) -> None:

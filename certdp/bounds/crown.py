@@ -450,15 +450,15 @@ class CROWN(Certificate):
             return mlp1_gradient_bounds(model, theta, x, y, clip=clip, out=out)
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
 
-    def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
+    def batch_sum_bounds(self, model, boxes, batch, *, subs, src=None, clip):
         if self._mlp1(model):
-            return super().batch_sum_bounds(model, boxes, x, y, subs=subs, src=src, clip=clip)
-        return gradient_topk_sums(model, boxes, x, y, subs=subs, src=src, clip=clip)
+            return super().batch_sum_bounds(model, boxes, batch, subs=subs, src=src, clip=clip)
+        return gradient_topk_sums(model, boxes, *batch, subs=subs, src=src, clip=clip)
 
-    def step_bounds(self, model, boxes, x, y, *, subs, src=None, settings):
+    def step_bounds(self, model, boxes, batch, *, subs, src=None, settings):
         if model.n_layers == 1:
-            return single_layer_step(model, boxes, x, y, subs=subs, src=src, settings=settings)
-        return super().step_bounds(model, boxes, x, y, subs=subs, src=src, settings=settings)
+            return single_layer_step(model, boxes, *batch, subs=subs, src=src, settings=settings)
+        return super().step_bounds(model, boxes, batch, subs=subs, src=src, settings=settings)
 
     def nesting_slack(self, model, *, settings, b, k_max, magnitude, steps=1):
         """IBP's slack, plus for the joint single-layer step the rounding of its affine evaluations

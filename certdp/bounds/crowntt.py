@@ -114,7 +114,7 @@ from __future__ import annotations
 
 import torch
 
-from certdp.bounds.base import Certificate
+from certdp.bounds.base import Certificate, Window
 from certdp.bounds.crowntt_neurons import U, HeadNeurons, HingeNeurons, rounding_gamma
 from certdp.bounds.crowntt_refine import optimise_slopes
 from certdp.bounds.ibp import IBP, gradient_bounds
@@ -177,12 +177,12 @@ class CrownTT(Certificate):
     def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
 
-    def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                      plan: torch.Tensor, steps, ks: torch.Tensor, settings, magnitude=None,
-                      step_boxes=None) -> Interval:
+    def window_bounds(self, model, boxes: Interval, window: Window) -> Interval:
         """Boxes [K, P] at the end of the window ``steps`` from the start boxes [K, P] (row j for
         ``ks[j]`` substitutions; ``ks[j] = 0`` is the nominal run)."""
-        steps = list(steps)
+        (x, y), plan, ks, settings = window.data, window.plan, window.ks, window.settings
+        step_boxes = window.step_boxes
+        steps = list(window.steps)
         n, b = x.shape[0], plan.shape[1]
         K, P = boxes.lo.shape
         F = len(steps)

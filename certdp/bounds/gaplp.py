@@ -119,7 +119,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import torch
 
-from certdp.bounds.base import Certificate
+from certdp.bounds.base import Batch, Certificate, Schedule, Window
 from certdp.bounds.gaplp_program import TrajectoryProgram, _down, _up
 from certdp.bounds.ibp import IBP, gradient_bounds
 from certdp.bounds.interval import Interval, outward
@@ -175,7 +175,6 @@ class GapLP(Certificate):
     devices = ("cpu",)
     device_note = "its programs are solved by HiGHS, a CPU solver"
     window_steps = 10 ** 9
-    window_budget = True
     nesting_monotone = True
 
     def __init__(self, *, gap=1e-4, gap_intermediate=1e-4, tighten="all", time_limit=None, workers=1):
@@ -221,9 +220,14 @@ class GapLP(Certificate):
         ramp = 0.0 if self._plant.get("no_ramp") else gap * j
         return float(_up(U + ramp))
 
-    def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *, plan: torch.Tensor, steps,
-                      ks: torch.Tensor, settings, magnitude: float | None = None, step_boxes=None) -> Interval:
-        steps = list(steps)
+    def schedule(self, plan, n):
+        """One budget over the records of the whole pass (one window): data-dependent below N."""
+        return Schedule(epoch=None, limit=n)
+
+    def window_bounds(self, model, boxes: Interval, window: Window) -> Interval:
+        (x, y), plan, ks, settings = window.data, window.plan, window.ks, window.settings
+        magnitude, step_boxes = window.magnitude, window.step_boxes
+        steps = list(window.steps)
         n, b = x.shape[0], plan.shape[1]
         full = b == n
         F, P = len(steps), model.n_params
@@ -236,7 +240,7 @@ class GapLP(Certificate):
         nominal = IBP(substitutions="per_batch")
         for t in steps:                                    # radius 0: the nominal box (rounding width)
             xb, yb = (x, y) if full else (x[plan[t]], y[plan[t]])
-            nb = nominal.step_bounds(model, Interval(lo0.unsqueeze(0), hi0.unsqueeze(0)), xb, yb,
+            nb = nominal.step_bounds(model, Interval(lo0.unsqueeze(0), hi0.unsqueeze(0)), Batch(xb, yb),
                                      subs=torch.zeros(1, dtype=torch.long), settings=settings)
             nb = outward(nb, rel=1e-12, abs_=1e-14)
             lo0, hi0 = nb.lo[0], nb.hi[0]

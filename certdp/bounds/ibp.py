@@ -427,7 +427,8 @@ class IBP(Certificate):
     def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
 
-    def batch_sum_bounds(self, model, boxes, x, y, *, subs, src=None, clip):
+    def batch_sum_bounds(self, model, boxes, batch, *, subs, src=None, clip):
+        x, y = batch
         if self.aggregation == "tau":
             stats = sum_stats(model, boxes, x, y, clip=clip)
             return batch_sum_from_stats(stats, subs=subs, src=src, clip=clip, b=x.shape[0])

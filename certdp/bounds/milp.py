@@ -150,7 +150,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from certdp.bounds.base import Certificate
+from certdp.bounds.base import Certificate, Schedule, Window, epoch_length
 from certdp.bounds.crown import single_layer_step
 from certdp.bounds.ibp import IBP, check_substitutions, gradient_bounds
 from certdp.bounds.interval import Interval, outward
@@ -188,8 +188,6 @@ class MILP(Certificate):
     memory_factor = 48
     devices = ("cpu",)
     device_note = "its windows are solved by HiGHS, a CPU solver"
-    # one binary per record of the window with sum <= k: the window's budget is exact for any k
-    window_budget = True
     # safe bounds are sound but not within a data-independent distance of the optimum (module
     # docstring, Nesting)
     nesting_monotone = False
@@ -252,9 +250,9 @@ class MILP(Certificate):
         if solve not in SOLVE:
             raise ConfigError("certificate.solve", f"unknown '{solve}'; allowed: {', '.join(SOLVE)}")
         self.solve = solve
-        # the declared hook ``variable_bounds`` (bounds/base.py), not ``substitutions`` (AGT reads
-        # that one for the per-epoch window engines, crowntt): AGT computes the radii below an
-        # epoch's slots, where the ledger bounds are informative (``window_budget``)
+        # the window's variable bounds, not ``substitutions`` (the default schedule reads that one
+        # for the per-epoch window engines, crowntt): :meth:`schedule` computes the radii below an
+        # epoch's slots, where the ledger bounds are informative
         self.variable_bounds = check_substitutions(substitutions)
         self.run_time_limit = rtl
         self.window_steps = F
@@ -323,15 +321,24 @@ class MILP(Certificate):
         return objective_time_limit(time_limit=self.time_limit, remaining_s=remaining,
                                     remaining_objectives=left * n_objectives)
 
-    def window_bounds(self, model, boxes: Interval, x: torch.Tensor, y: torch.Tensor, *,
-                      plan: torch.Tensor, steps, ks: torch.Tensor, settings,
-                      magnitude: float | None = None, step_boxes=None) -> Interval:
+    def schedule(self, plan, n):
+        """One binary per record of the window with sum <= k budgets each window exactly for any
+        k: every radius below min(F b, N) is informative (from there on every slot of a window
+        may be substituted); with ``substitutions=per_epoch`` the ledger's variable bounds keep
+        the radii below an epoch's slots informative too."""
+        b = plan.shape[1]
+        E = epoch_length(plan, n) if (b < n and self.variable_bounds == "per_epoch") else None
+        return Schedule(epoch=None, limit=max(min(b * self.window_steps, n), b * E if E else 0))
+
+    def window_bounds(self, model, boxes: Interval, window: Window) -> Interval:
         """T_k at the end of the window ``steps`` ([K, P]) from the boxes at its start.
         ``magnitude``: accepted for the hook's signature (safe bounds need no tolerance margin).
         ``step_boxes``: AGT's per-step engine callback; with ``substitutions=per_epoch`` it runs
         the per-epoch ledger (IBP) over the window from the start boxes, whose boxes tighten the
         variable bounds and big-M constants (module docstring)."""
-        steps = list(steps)
+        (x, y), plan, ks, settings = window.data, window.plan, window.ks, window.settings
+        step_boxes = window.step_boxes
+        steps = list(window.steps)
         lam, lr, g = settings.contraction, settings.lr, settings.clip
         n = x.shape[0]
         full = plan.shape[1] == n

@@ -64,7 +64,8 @@ class SharedBoxes(Certificate):
             rep[j] = nxt
         return torch.as_tensor(rep, device=ks.device)
 
-    def step_bounds(self, model, boxes: Interval, x, y, *, subs, src=None, settings) -> Interval:
+    def step_bounds(self, model, boxes: Interval, batch, *, subs, src=None, settings) -> Interval:
+        x, y = batch
         gamma, lam, lr = settings.clip, settings.contraction, settings.lr
         b = x.shape[0]
         dev = boxes.lo.device

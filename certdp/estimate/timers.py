@@ -70,7 +70,7 @@ def timer_of(spec, device: torch.device):
     """``timer(b, k, steps) -> seconds`` of one pass of the real code for ``spec``: ``b`` records
     a step (a minibatch AGT spec: 4 batches an epoch), ``k`` radii (AGT) or draws (DP-SGD);
     an accountant's: the ``k``-th distinct calibration."""
-    from certdp.agt import run_agt
+    from certdp.agt import AGTOptions, run_agt
     from certdp.bounds import get_certificate
     from certdp.privacy import noise
     from certdp.privacy.dpsgd_core import noise_multiplier
@@ -97,7 +97,7 @@ def timer_of(spec, device: torch.device):
                 theta = clipped_step(model, theta, x, y, st, noise=0.1 * noise.gaussian(gen, theta.shape))
         else:
             with no_compile(spec.compiled is False):
-                run_agt(model, theta, x, y, st, range(1, k + 1), certificate=engine, progress=False, device=device)
+                run_agt(model, theta, (x, y), st, range(1, k + 1), AGTOptions(certificate=engine, progress=False, device=device))
 
     def timer(b: int, k: int, steps: int) -> float:
         with apart():
