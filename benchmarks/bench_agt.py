@@ -47,7 +47,8 @@ def main() -> None:
     nominal = time.perf_counter() - t
     ks = list(range(1, a.k_max + 1))
     t = time.perf_counter()
-    run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp", aggregation=a.aggregation), progress=False))
+    run_agt(m, th, (x, y), s, ks,
+            AGTOptions(certificate=get_certificate("ibp", aggregation=a.aggregation), progress=False))
     agt = time.perf_counter() - t
     print(f"n={a.n} P={m.n_params} steps={a.steps} |K|={len(ks)} aggregation={a.aggregation}")
     print(f"nominal: {nominal:.2f} s   AGT: {agt:.2f} s   per radius: {agt / len(ks):.2f} s")

@@ -164,7 +164,8 @@ def extreme(models: list[str], modes: list[str], per: int, reverse: int) -> None
                     th_d = train(m, th0, xb, yb, st, plan=plan)
                     for Xr, Yr in firsts[:reverse]:
                         c0 = time.time()
-                        env_r = run_agt(m, th0, (Xr, Yr), st, [1], AGTOptions(certificate=cert, plan=plan, progress=False))
+                        env_r = run_agt(m, th0, (Xr, Yr), st, [1],
+                                        AGTOptions(certificate=cert, plan=plan, progress=False))
                         cert_s += time.time() - c0
                         crossed += int((env_r.lo > env_r.hi).any(-1).sum())
                         rev += 1

@@ -67,7 +67,8 @@ def blobs():
     for name, opts in [("ibp", {"substitutions": "per_batch"}), ("ibp", {"substitutions": "per_epoch"}),
                        ("crowntt", {"branch": 0}), ("crowntt", {"branch": "auto"})]:
         t = time.process_time()
-        env = run_agt(m, m.init(0), (x, y), st, [1, 2, 4, 8], AGTOptions(certificate=get_certificate(name, **opts), progress=False))
+        env = run_agt(m, m.init(0), (x, y), st, [1, 2, 4, 8],
+                      AGTOptions(certificate=get_certificate(name, **opts), progress=False))
         w = [round(float(v), 3) for v in env.widths().sum(-1)]
         print(f"blobs {name} {opts}: T_1/T_2/T_4/T_8 l1 widths {w} ({time.process_time() - t:.1f} s CPU)", flush=True)
 
@@ -76,7 +77,8 @@ def blobs_alpha(iters: int = 20):
     x, y, m, st = _blobs()
     iters = 2 if QUICK else iters
     t = time.process_time()
-    env = run_agt(m, m.init(0), (x, y), st, [1], AGTOptions(certificate=get_certificate("crowntt", alpha_iters=iters), progress=False))
+    env = run_agt(m, m.init(0), (x, y), st, [1],
+                  AGTOptions(certificate=get_certificate("crowntt", alpha_iters=iters), progress=False))
     print(f"blobs crowntt alpha_iters={iters}: T_1 l1 width {float(env.widths()[0].sum()):.4f} "
           f"({time.process_time() - t:.1f} s CPU)", flush=True)
 
@@ -103,7 +105,8 @@ def linear(out: Path):
         times = []
         for _ in range(1 if QUICK else 5):
             t = time.process_time()
-            run_agt(m, m.init(0), (x, y), st, ks, AGTOptions(certificate=get_certificate("ibp", substitutions=sub), progress=False))
+            run_agt(m, m.init(0), (x, y), st, ks,
+                    AGTOptions(certificate=get_certificate("ibp", substitutions=sub), progress=False))
             times.append(time.process_time() - t)
         print(f"linear ablation IBP {sub}: mean SS^1/2 {ss:.5f}, AGT CPU s {sorted(times)[len(times) // 2]:.3f} "
               f"(median of {len(times)}, 17 radii)", flush=True)

@@ -59,7 +59,8 @@ def main(argv=None):
     for name in [b for b in a.baselines.split(",") if b]:
         opts = {"branch": 0} if name == "crowntt" else {}
         t = time.process_time()
-        env = run_agt(m, m.init(0), (x, y), st, radii, AGTOptions(certificate=get_certificate(name, **opts), progress=False))
+        env = run_agt(m, m.init(0), (x, y), st, radii,
+                      AGTOptions(certificate=get_certificate(name, **opts), progress=False))
         print(f"steps={a.steps} {name}{opts}: l1 widths {[round(float(v), 4) for v in env.widths().sum(-1)]} "
               f"({time.process_time() - t:.1f} s CPU, {load()})", flush=True)
     for gap in a.gaps.split(","):

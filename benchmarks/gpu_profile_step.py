@@ -44,7 +44,8 @@ def main() -> None:
         for agg in ("topk", "tau"):
             ks = list(range(1, K)) + [n]
             eng = get_certificate("ibp", aggregation=agg)
-            run_agt(m, th, (x, lab), ts, ks, AGTOptions(certificate=eng, progress=False, device=dev))    # compile, allocate
+            run_agt(m, th, (x, lab), ts, ks,
+                    AGTOptions(certificate=eng, progress=False, device=dev))    # compile, allocate
             sync()
             t = time.perf_counter()
             if a.profile:

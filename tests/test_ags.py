@@ -172,7 +172,8 @@ def _check_envelopes(model, x, y, settings, ks, cert, labels, window=None, theta
     theta0 = model.init(0) if theta0 is None else theta0
     plan = batch_plan(x.shape[0], settings)
     steps = range(*window) if window else None
-    env = run_agt(model, theta0, (x, y), settings, ks, AGTOptions(certificate=cert, plan=plan, progress=False, steps=steps))
+    env = run_agt(model, theta0, (x, y), settings, ks,
+                  AGTOptions(certificate=cert, plan=plan, progress=False, steps=steps))
     viol = 0
     for j, k in enumerate(env.k_values.tolist()):
         for placement in PLACEMENTS:
@@ -214,8 +215,10 @@ def test_logistic_head_envelopes_sound_shared_and_crown():
         _, viol = _check_envelopes(model, x, y, st, ks, cert, [0, 1, 2])
         assert viol == 0
     # shared boxes: every radius keeps its own envelope, never tighter than the direct one
-    e_direct = run_agt(model, model.init(0), (x, y), st, ks, AGTOptions(certificate=get_certificate("ibp"), progress=False))
-    e_shared = run_agt(model, model.init(0), (x, y), st, ks, AGTOptions(certificate=SharedBoxes(get_certificate("ibp"), 2.0), progress=False))
+    e_direct = run_agt(model, model.init(0), (x, y), st, ks,
+                       AGTOptions(certificate=get_certificate("ibp"), progress=False))
+    e_shared = run_agt(model, model.init(0), (x, y), st, ks,
+                       AGTOptions(certificate=SharedBoxes(get_certificate("ibp"), 2.0), progress=False))
     assert torch.all(e_shared.lo <= e_direct.lo + 1e-12) and torch.all(e_shared.hi >= e_direct.hi - 1e-12)
     assert torch.allclose(e_shared.nominal, e_direct.nominal)
 

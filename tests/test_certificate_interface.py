@@ -210,7 +210,8 @@ def test_missing_hooks_are_named():
 
     m, x, y = _head((2, 1), "mse", 6, 0)
     with pytest.raises(NotImplementedError, match="window_bounds"):
-        run_agt(m, m.init(0), (x, y), TrainSettings(steps=2, lr=0.1, clip=0.1), [1], AGTOptions(certificate=Windowed(), progress=False))
+        run_agt(m, m.init(0), (x, y), TrainSettings(steps=2, lr=0.1, clip=0.1), [1],
+                AGTOptions(certificate=Windowed(), progress=False))
     with pytest.raises(TypeError):
         register(object)
 

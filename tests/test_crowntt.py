@@ -38,7 +38,8 @@ def test_crowntt_contains_retrained_neighbours(name, widths, loss, n, b, steps, 
     cert = get_certificate("crowntt", **opts)
     env = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=cert, progress=False))
     assert torch.allclose(env.nominal, train(m, th0, x, y, s))
-    ibp = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp", substitutions=cert.substitutions), progress=False))
+    ibp = run_agt(m, th0, (x, y), s, ks,
+                  AGTOptions(certificate=get_certificate("ibp", substitutions=cert.substitutions), progress=False))
     # never looser than the interval boxes it is intersected with (up to AGT's outward rounding)
     slack = 1e-9 * (1 + ibp.hi.abs().max())
     assert bool((env.lo >= ibp.lo - slack).all() and (env.hi <= ibp.hi + slack).all())
@@ -56,7 +57,8 @@ def test_crowntt_is_much_tighter_than_boxes_on_hinge_sgd():
     x, y = torch.as_tensor(ds.x_train, dtype=torch.float64), torch.as_tensor(ds.y_train)
     m = ModelSpec((4, 1), "hinge")
     s = TrainSettings(steps=80, lr=0.5, clip=0.05, batch_size=10, seed=0)
-    tt = run_agt(m, m.init(0), (x, y), s, [1, 2], AGTOptions(certificate=get_certificate("crowntt", branch=0), progress=False))
+    tt = run_agt(m, m.init(0), (x, y), s, [1, 2],
+                 AGTOptions(certificate=get_certificate("crowntt", branch=0), progress=False))
     ibp = run_agt(m, m.init(0), (x, y), s, [1, 2], AGTOptions(certificate=get_certificate("ibp"), progress=False))
     assert float(tt.widths()[0].sum()) < 0.5 * float(ibp.widths()[0].sum())
 
@@ -76,7 +78,8 @@ def test_crowntt_slope_optimisation_tightens_and_contains_neighbours():
     plan = batch_plan(40, s)
     th0 = m.init(0)
     ks = [1, 2]
-    base = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=get_certificate("crowntt"), plan=plan, progress=False))
+    base = run_agt(m, th0, (x, y), s, ks,
+                   AGTOptions(certificate=get_certificate("crowntt"), plan=plan, progress=False))
     cert = get_certificate("crowntt", alpha_iters=10)
     opt = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=cert, plan=plan, progress=False))
     slack = 1e-9 * (1 + base.hi.abs().max())
@@ -91,7 +94,8 @@ def test_crowntt_window_from_a_released_point_contains_neighbours():
     m, x, y, s, plan, gen = toy_problem((2, 1), "hinge", 40, 5, 30, 0.5, 0.05, data_seed=4, train_seed=3)
     start = m.init(0) + 0.05
     window = range(11, 23)
-    env = run_agt(m, start, (x, y), s, [1, 3], AGTOptions(certificate=get_certificate("crowntt"), plan=plan, steps=window, progress=False))
+    env = run_agt(m, start, (x, y), s, [1, 3],
+                  AGTOptions(certificate=get_certificate("crowntt"), plan=plan, steps=window, progress=False))
     assert_contains_neighbours(env, m, start, x, y, s, ks=[1, 3], R=8, plan=plan, loss="hinge", gen=gen,
                                steps=window)
 

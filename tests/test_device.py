@@ -84,7 +84,8 @@ def test_the_trap_catches_a_tensor_created_without_a_device(monkeypatch):
     th = m.init(0)
     with pytest.raises(RuntimeError, match="meta"):
         with torch.device("meta"):
-            run_agt(m, th, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp", aggregation="tau"), progress=False, device="cpu"))
+            run_agt(m, th, (x, y), s, ks,
+                    AGTOptions(certificate=get_certificate("ibp", aggregation="tau"), progress=False, device="cpu"))
 
 
 def test_device_requests_resolve_or_refuse_in_one_line():
@@ -113,7 +114,9 @@ def test_engines_that_cannot_run_on_a_gpu_say_so():
     for name in ("ibp", "crown"):
         check_device(get_certificate(name), torch.device("cuda", 0))
     with pytest.raises(ConfigError, match="device"):
-        run_agt(ModelSpec((2, 1), "mse"), torch.zeros(3, dtype=D), (torch.zeros(4, 2, dtype=D), torch.zeros(4, dtype=D)), TrainSettings(steps=1, lr=0.1, clip=1.0), [1], AGTOptions(certificate=get_certificate("milp"), device="cuda:0", progress=False))
+        run_agt(ModelSpec((2, 1), "mse"), torch.zeros(3, dtype=D), (torch.zeros(4, 2, dtype=D), torch.zeros(4, dtype=D)),
+                TrainSettings(steps=1, lr=0.1, clip=1.0), [1],
+                AGTOptions(certificate=get_certificate("milp"), device="cuda:0", progress=False))
 
 
 def test_memory_budget_follows_the_device(monkeypatch):
@@ -237,13 +240,15 @@ def test_a_long_pass_prints_its_estimate_after_the_first_step(caplog, monkeypatc
     m = ModelSpec((3, 1), "mse")
     x = torch.randn(30, 3, dtype=D)
     with caplog.at_level("INFO", logger="certdp"):
-        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], AGTOptions(progress=False))
+        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2],
+                AGTOptions(progress=False))
     msgs = [r.getMessage() for r in caplog.records if "estimate" in r.getMessage()]
     assert len(msgs) == 1 and "2 radii x 4 steps on cpu" in msgs[0]
     monkeypatch.setattr(agt.Calibration, "min_seconds", 1e9)                # short passes stay quiet
     caplog.clear()
     with caplog.at_level("INFO", logger="certdp"):
-        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], AGTOptions(progress=False))
+        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2],
+                AGTOptions(progress=False))
     assert not [r for r in caplog.records if "estimate" in r.getMessage()]
 
 

@@ -38,9 +38,11 @@ def test_ledger_contains_retrained_neighbours(name, widths, loss, engine, n, b, 
     m, x, y, s, plan, gen = toy_problem(widths, loss, n, b, steps, lr, clip, data_seed=5, train_seed=2)
     assert epoch_length(plan, n) == n // b and steps > 2 * (n // b)          # several epochs, tail dropped
     th0 = m.init(1)
-    env = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=get_certificate(engine, substitutions="per_epoch"), progress=False))
+    env = run_agt(m, th0, (x, y), s, ks,
+                  AGTOptions(certificate=get_certificate(engine, substitutions="per_epoch"), progress=False))
     assert torch.allclose(env.nominal, train(m, th0, x, y, s))
-    per_batch = run_agt(m, th0, (x, y), s, ks, AGTOptions(certificate=get_certificate(engine, substitutions="per_batch"), progress=False))
+    per_batch = run_agt(m, th0, (x, y), s, ks,
+                        AGTOptions(certificate=get_certificate(engine, substitutions="per_batch"), progress=False))
     # the budget must pay off somewhere on a multi-epoch plan (else the mode is dead code)
     assert float(env.widths()[0].sum()) < float(per_batch.widths()[0].sum())
     assert_contains_neighbours(env, m, th0, x, y, s, ks=ks, R=10, plan=plan, loss=loss, gen=gen,
@@ -53,7 +55,8 @@ def test_ledger_window_starting_mid_epoch_contains_neighbours():
     start = m.init(3) + 0.1
     window = range(13, 31)                    # epochs of 8 steps: starts mid-epoch, crosses two boundaries
     ks = [1, 3, 6]
-    env = run_agt(m, start, (x, y), s, ks, AGTOptions(certificate=get_certificate("ibp"), plan=plan, steps=window, progress=False))
+    env = run_agt(m, start, (x, y), s, ks,
+                  AGTOptions(certificate=get_certificate("ibp"), plan=plan, steps=window, progress=False))
     assert_contains_neighbours(env, m, start, x, y, s, ks=ks, R=12, plan=plan, loss="mse", gen=gen, steps=window)
 
 
@@ -83,8 +86,10 @@ def test_full_batch_is_unchanged_and_plans_without_epochs_go_per_batch():
     m = ModelSpec((3, 1), "mse")
     x, y = toy_data("mse", 30, 3, gen)
     full = TrainSettings(steps=10, lr=0.1, clip=0.1, batch_size=None)
-    a = run_agt(m, m.init(0), (x, y), full, [1, 2, 5], AGTOptions(certificate=get_certificate("ibp", substitutions="per_epoch"), progress=False))
-    b = run_agt(m, m.init(0), (x, y), full, [1, 2, 5], AGTOptions(certificate=get_certificate("ibp", substitutions="per_batch"), progress=False))
+    a = run_agt(m, m.init(0), (x, y), full, [1, 2, 5],
+                AGTOptions(certificate=get_certificate("ibp", substitutions="per_epoch"), progress=False))
+    b = run_agt(m, m.init(0), (x, y), full, [1, 2, 5],
+                AGTOptions(certificate=get_certificate("ibp", substitutions="per_batch"), progress=False))
     assert torch.equal(a.lo, b.lo) and torch.equal(a.hi, b.hi)
     sgd = TrainSettings(steps=12, lr=0.1, clip=0.1, batch_size=5)
     plan = batch_plan(30, sgd)
@@ -92,8 +97,10 @@ def test_full_batch_is_unchanged_and_plans_without_epochs_go_per_batch():
     repeated = plan.clone()
     repeated[1] = plan[0]                     # an index twice in one epoch: no per-epoch budget
     assert epoch_length(repeated, 30) is None
-    c = run_agt(m, m.init(0), (x, y), sgd, [1, 2], AGTOptions(certificate=get_certificate("ibp"), plan=repeated, progress=False))
-    d = run_agt(m, m.init(0), (x, y), sgd, [1, 2], AGTOptions(certificate=get_certificate("ibp", substitutions="per_batch"), plan=repeated, progress=False))
+    c = run_agt(m, m.init(0), (x, y), sgd, [1, 2],
+                AGTOptions(certificate=get_certificate("ibp"), plan=repeated, progress=False))
+    d = run_agt(m, m.init(0), (x, y), sgd, [1, 2],
+                AGTOptions(certificate=get_certificate("ibp", substitutions="per_batch"), plan=repeated, progress=False))
     assert torch.equal(c.lo, d.lo) and torch.equal(c.hi, d.hi)
 
 

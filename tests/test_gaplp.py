@@ -58,7 +58,8 @@ def test_gaplp_contains_retrained_neighbours():
     env = _env(x, y, m, s, plan)
     assert_contains_neighbours(env, m, m.init(0), x, y, s, ks=KS, R=12, plan=plan, loss="hinge", gen=gen, tol=0.0)
     # tighter than the per-epoch IBP ledger it starts from
-    ibp = run_agt(m, m.init(0), (x, y), s, KS, AGTOptions(certificate=get_certificate("ibp"), plan=plan, progress=False))
+    ibp = run_agt(m, m.init(0), (x, y), s, KS,
+                  AGTOptions(certificate=get_certificate("ibp"), plan=plan, progress=False))
     assert bool((env.widths().sum(-1) < ibp.widths().sum(-1)).all())
 
 
@@ -66,12 +67,14 @@ def test_gaplp_contains_retrained_neighbours():
 def test_gaplp_nests_over_neighbour_pairs_with_extreme_records():
     m, x, y, s, plan, gen = _problem()
     env = _env(x, y, m, s, plan)
-    ctt = run_agt(m, m.init(0), (x, y), s, KS, AGTOptions(certificate=get_certificate("crowntt"), plan=plan, progress=False))
+    ctt = run_agt(m, m.init(0), (x, y), s, KS,
+                  AGTOptions(certificate=get_certificate("crowntt"), plan=plan, progress=False))
     ctt_fails = 0
     for x2, y2 in _pairs(x, y, plan, gen, R=3):
         env2 = _env(x2, y2, m, s, plan)
         assert _nests(env, env2) and _nests(env2, env)
-        ctt2 = run_agt(m, m.init(0), (x2, y2), s, KS, AGTOptions(certificate=get_certificate("crowntt"), plan=plan, progress=False))
+        ctt2 = run_agt(m, m.init(0), (x2, y2), s, KS,
+                       AGTOptions(certificate=get_certificate("crowntt"), plan=plan, progress=False))
         ctt_fails += (not _nests(ctt, ctt2)) + (not _nests(ctt2, ctt))
     # the check has teeth: CROWN-TT (sound, not nesting) fails it on these pairs
     assert ctt_fails > 0

@@ -39,7 +39,8 @@ def _case(widths, loss, b, steps, lr, clip, lam):
     x, y = toy_data(loss, N, widths[0], gen)
     m = ModelSpec(widths, loss)
     s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, contraction=lam, seed=1)
-    env = run_agt(m, m.init(3), (x, y), s, KS, AGTOptions(certificate=get_certificate("ibp"), plan=batch_plan(N, s), progress=False))
+    env = run_agt(m, m.init(3), (x, y), s, KS,
+                  AGTOptions(certificate=get_certificate("ibp"), plan=batch_plan(N, s), progress=False))
     return m, s, env, torch.rand(6, widths[0], generator=gen, dtype=D) * 2 - 1
 
 

@@ -26,7 +26,8 @@ def _ibp_case(aggregation: str):
     x = torch.rand(24, 3, generator=gen, dtype=D) * 2 - 1
     y = x.sum(1) - 0.3 + 0.1 * torch.randn(24, generator=gen, dtype=D)
     s = TrainSettings(steps=6, lr=0.1, clip=0.2, batch_size=8, seed=2)
-    env = run_agt(m, m.init(5), (x, y), s, [1, 2, 4, 8], AGTOptions(certificate=get_certificate("ibp", aggregation=aggregation), progress=False))
+    env = run_agt(m, m.init(5), (x, y), s, [1, 2, 4, 8],
+                  AGTOptions(certificate=get_certificate("ibp", aggregation=aggregation), progress=False))
     xtest = torch.rand(6, 3, generator=gen, dtype=D) * 2 - 1
     return m, env, xtest
 
@@ -42,7 +43,8 @@ def _head_case(loss: str, batch_size, *, radii=(1, 2, 4, 8, 30)):
     y = (torch.randint(0, 3, (30,), generator=gen) if loss == "ce"
          else torch.where(x[:, 0] + 0.5 * torch.randn(30, generator=gen, dtype=D) > 0, 1.0, -1.0).to(D))
     s = TrainSettings(steps=8, lr=0.5, clip=0.1, batch_size=batch_size, contraction=0.8, seed=3)
-    return run_agt(m, m.init(4), (x, y), s, list(radii), AGTOptions(certificate=get_certificate("ibp", aggregation="tau"), progress=False))
+    return run_agt(m, m.init(4), (x, y), s, list(radii),
+                   AGTOptions(certificate=get_certificate("ibp", aggregation="tau"), progress=False))
 
 
 HEADS = [("ce", None), ("ce", 10), ("hinge", 10)]

@@ -175,7 +175,8 @@ def test_compiled_head_pass_nests_between_neighbours(monkeypatch):
         plan = batch_plan(n, st)
         E = epoch_length(plan, n)
         b = plan.shape[1] * (E or 1)
-        run = lambda X, Y: run_agt(m, m.init(2), (X, Y), st, [1, 2, 3, 5, 8, n], AGTOptions(certificate=eng, plan=plan, progress=False))
+        run = lambda X, Y: run_agt(m, m.init(2), (X, Y), st, [1, 2, 3, 5, 8, n],
+                                   AGTOptions(certificate=eng, plan=plan, progress=False))
         base = run(x, y)
         idx = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
         for xv, yv in _replacements(x, y, "ce", 3, torch.Generator().manual_seed(7)):

@@ -37,7 +37,8 @@ def test_f1_never_looser_than_ibp_or_crown(loss):
     m, x, y, st = _problem(loss)
     th0 = m.init(0)
     ks = [1, 2, 5]
-    envs = {name: run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate(name, **opt), progress=False))
+    envs = {name: run_agt(m, th0, (x, y), st, ks,
+                          AGTOptions(certificate=get_certificate(name, **opt), progress=False))
             for name, opt in (("ibp", {"substitutions": "per_batch"}), ("crown", {"substitutions": "per_batch"}),
                               ("milp", {"frequency": 1, "workers": 1}))}
     for ref, tol in (("ibp", 1e-12), ("crown", 1e-9)):
@@ -54,7 +55,8 @@ def test_windows_contain_retrained_neighbours(loss, F):
     cert = get_certificate("milp", frequency=F, workers=1)
     env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=cert, plan=plan, progress=False))
     assert all(s["fallback"] == 0 for s in cert.stats)
-    ibp = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("ibp", substitutions="per_batch"), plan=plan, progress=False))
+    ibp = run_agt(m, th0, (x, y), st, ks,
+                  AGTOptions(certificate=get_certificate("ibp", substitutions="per_batch"), plan=plan, progress=False))
     assert (env.widths() <= ibp.widths() + 1e-12).all()
     for j, k in enumerate(ks):
         for mode in ("random", "adversarial"):
@@ -66,7 +68,9 @@ def test_windows_contain_retrained_neighbours(loss, F):
 def test_larger_windows_are_tighter_on_recurring_records():
     m, x, y, st = _problem("mse")
     th0 = m.init(0)
-    w = {F: run_agt(m, th0, (x, y), st, [1], AGTOptions(certificate=get_certificate("milp", frequency=F, workers=1), progress=False)).widths().sum() for F in (1, 6)}
+    w = {F: run_agt(m, th0, (x, y), st, [1],
+                    AGTOptions(certificate=get_certificate("milp", frequency=F, workers=1),
+                               progress=False)).widths().sum() for F in (1, 6)}
     assert w[6] < w[1]
 
 
@@ -87,7 +91,9 @@ def test_cbc_agrees_with_highs():
     m, x, y, st = _problem("mse", N=10)
     st = TrainSettings(steps=2, lr=0.3, clip=0.1, batch_size=5, seed=0)
     th0 = m.init(0)
-    e = {s: run_agt(m, th0, (x, y), st, [1, 2], AGTOptions(certificate=get_certificate("milp", frequency=2, solver=s, workers=1), progress=False)) for s in ("highs", "cbc")}
+    e = {s: run_agt(m, th0, (x, y), st, [1, 2],
+                    AGTOptions(certificate=get_certificate("milp", frequency=2, solver=s, workers=1),
+                               progress=False)) for s in ("highs", "cbc")}
     assert torch.allclose(e["highs"].lo, e["cbc"].lo, atol=1e-5) and torch.allclose(e["highs"].hi, e["cbc"].hi, atol=1e-5)
 
 
@@ -105,14 +111,17 @@ def test_unsupported_model_is_a_config_error():
     m = ModelSpec((2, 4, 1), "mse")
     x = torch.randn(6, 2, dtype=D); y = torch.randn(6, dtype=D)
     with pytest.raises(ConfigError):
-        run_agt(m, m.init(0), (x, y), TrainSettings(steps=1, lr=0.1, clip=0.1), [1], AGTOptions(certificate=get_certificate("milp", workers=1), progress=False))
+        run_agt(m, m.init(0), (x, y), TrainSettings(steps=1, lr=0.1, clip=0.1), [1],
+                AGTOptions(certificate=get_certificate("milp", workers=1), progress=False))
 
 
 @pytest.mark.parametrize("loss", ["mse", "hinge"])
 def test_golden_window(loss, check_golden):
     m, x, y, st = _problem(loss)
     # the per-batch variable bounds: the golden values predate the per-epoch ledger's (tighter ones)
-    env = run_agt(m, m.init(0), (x, y), st, [1, 2], AGTOptions(certificate=get_certificate("milp", frequency=3, workers=1, substitutions="per_batch"), progress=False))
+    env = run_agt(m, m.init(0), (x, y), st, [1, 2],
+                  AGTOptions(certificate=get_certificate("milp", frequency=3, workers=1, substitutions="per_batch"),
+                             progress=False))
     # solver bounds: a tolerance above the MIP gap, far below the widths (~1e-2)
     check_golden(f"milp_F3_{loss}.json", env.lo.to(D), env.hi.to(D), atol=1e-5)
 
@@ -127,7 +136,8 @@ def test_radii_from_the_batch_size_on_stay_informative_and_sound(loss):
     plan = batch_plan(x.shape[0], st)
     b = plan.shape[1]
     ks = [b, b + 1, x.shape[0]]
-    env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("milp", frequency=6, workers=1), plan=plan, progress=False))
+    env = run_agt(m, th0, (x, y), st, ks,
+                  AGTOptions(certificate=get_certificate("milp", frequency=6, workers=1), plan=plan, progress=False))
     w = env.widths().sum(-1)
     assert w[0] < w[2] and w[1] < w[2]
     for j, k in enumerate(ks[:2]):
@@ -146,7 +156,8 @@ def test_ledger_bounded_windows_stay_informative_up_to_an_epochs_slots(loss):
     th0 = m.init(0)
     plan = batch_plan(x.shape[0], st)
     ks = [5, 8, 20]                                   # b = 5, E = 4: F b = 5, b E = 20 = N
-    env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("milp", frequency=1, workers=1), plan=plan, progress=False))
+    env = run_agt(m, th0, (x, y), st, ks,
+                  AGTOptions(certificate=get_certificate("milp", frequency=1, workers=1), plan=plan, progress=False))
     pb = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("milp", frequency=1, workers=1,
                                                                     substitutions="per_batch"), plan=plan, progress=False))
     w, wpb = env.widths().sum(-1), pb.widths().sum(-1)

@@ -55,7 +55,9 @@ def test_pass_starting_mid_epoch_contains_neighbours():
     start = m.init(3) + 0.05
     window = range(6, 14)
     ks = [1, 3]
-    env = run_agt(m, start, (x, y), s, ks, AGTOptions(certificate=get_certificate("milp", frequency=3, workers=1), plan=plan, steps=window, progress=False))
+    env = run_agt(m, start, (x, y), s, ks,
+                  AGTOptions(certificate=get_certificate("milp", frequency=3, workers=1),
+                             plan=plan, steps=window, progress=False))
     assert_contains_neighbours(env, m, start, x, y, s, ks=ks, R=10, plan=plan, loss="hinge", gen=gen, steps=window)
 
 
@@ -104,6 +106,8 @@ def test_lp_relaxation_is_sound_and_no_tighter_than_the_mip(loss):
     m, x, y, s, plan, gen = _setup((2, 1), loss, 21, 5, 8, 0.5 if loss == "hinge" else 0.1,
                                    0.05 if loss == "hinge" else 0.1, seed=11)
     ks = [1, 2]
-    env = {v: run_agt(m, m.init(1), (x, y), s, ks, AGTOptions(certificate=get_certificate("milp", frequency=4, workers=1, solve=v), plan=plan, progress=False)) for v in ("milp", "lp")}
+    env = {v: run_agt(m, m.init(1), (x, y), s, ks,
+                      AGTOptions(certificate=get_certificate("milp", frequency=4, workers=1, solve=v),
+                                 plan=plan, progress=False)) for v in ("milp", "lp")}
     assert (env["lp"].widths() >= env["milp"].widths() - 1e-6).all()
     assert_contains_neighbours(env["lp"], m, m.init(1), x, y, s, ks=ks, R=8, plan=plan, loss=loss, gen=gen)

@@ -229,7 +229,8 @@ def test_agt_refuses_a_box_that_excludes_the_nominal():
     st = TrainSettings(steps=3, lr=0.1, clip=1.0, batch_size=4)
     run_agt(m, m.init(0), (x, y), st, [1, 2], AGTOptions(certificate=IBP(substitutions="per_batch"), progress=False))
     with pytest.raises(ConfigError, match="internal error"):
-        run_agt(m, m.init(0), (x, y), st, [1, 2], AGTOptions(certificate=_Shifted(substitutions="per_batch"), progress=False))
+        run_agt(m, m.init(0), (x, y), st, [1, 2],
+                AGTOptions(certificate=_Shifted(substitutions="per_batch"), progress=False))
 
 
 # ----------------------------------------------------------------------------- extreme records
@@ -249,7 +250,9 @@ def test_extreme_records_stay_inside(F):
     plan = batch_plan(n, st)
     th0 = m.init(0)
     ks = [1, 2]
-    env = run_agt(m, th0, (x, y), st, ks, AGTOptions(certificate=get_certificate("milp", frequency=F, workers=1, nodes=16), plan=plan, progress=False))
+    env = run_agt(m, th0, (x, y), st, ks,
+                  AGTOptions(certificate=get_certificate("milp", frequency=F, workers=1, nodes=16),
+                             plan=plan, progress=False))
     assert bool((env.lo <= env.hi).all()) and bool(env.contains(env.nominal).all())
     used = int(torch.bincount(plan.reshape(-1), minlength=n).argmax())
     recs = [(s * v, s * w) for v in (1e6, 1e7, 1e9) for w in (0.0, 1e6) for s in (1.0, -1.0)] + [(0.5, 40.0), (3.0, -2.0)]

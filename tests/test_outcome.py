@@ -381,7 +381,8 @@ def test_envelopes_on_records_up_to_1e6_are_finite_and_contain_retrained_neighbo
     plan = batch_plan(n, s)
     theta0 = model.init(0)
     ks = (1, 2, 4)
-    env = run_agt(model, theta0, (x, y), s, ks, AGTOptions(certificate=get_certificate(cert), plan=plan, progress=False))
+    env = run_agt(model, theta0, (x, y), s, ks,
+                  AGTOptions(certificate=get_certificate(cert), plan=plan, progress=False))
     assert torch.isfinite(env.lo).all() and torch.isfinite(env.hi).all() and torch.isfinite(env.nominal).all()
     assert_contains_neighbours(env, model, theta0, x, y, s, ks=ks, R=6, plan=plan, loss=loss, gen=gen, n_classes=3)
 

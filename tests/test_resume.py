@@ -199,7 +199,8 @@ def test_a_long_pass_says_what_would_make_it_faster(caplog, monkeypatch):
     m = ModelSpec((3, 1), "mse")
     x = torch.randn(30, 3, dtype=torch.float64)
     with caplog.at_level("INFO", logger="certdp"):
-        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2], AGTOptions(progress=False))
+        run_agt(m, m.init(0), (x, x[:, 0]), TrainSettings(steps=4, lr=0.1, clip=0.1), [1, 2],
+                AGTOptions(progress=False))
     msg = next(r.getMessage() for r in caplog.records if "estimate" in r.getMessage())
     assert "faster: a GPU (device=cuda)" in msg and "staircase.k_max" in msg and "certdp resume" in msg
 

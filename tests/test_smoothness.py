@@ -55,7 +55,8 @@ class Certifier:
         self.theta0 = self.exp.model.init(self.exp.train.seed)
 
     def envelopes(self, X, Y):
-        return run_agt(self.exp.model, self.theta0, (X, Y), self.exp.train, self.ks, AGTOptions(certificate=self.cert, plan=self.plan, progress=False))
+        return run_agt(self.exp.model, self.theta0, (X, Y), self.exp.train, self.ks,
+                       AGTOptions(certificate=self.cert, plan=self.plan, progress=False))
 
     def staircase(self, X, Y, env, output_range):
         e = self.exp.on_data(X, Y)

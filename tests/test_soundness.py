@@ -80,8 +80,10 @@ def test_crown_step_is_never_wider_than_ibp_on_linear_regression():
     y = x @ torch.tensor([2.0, -1.0], dtype=torch.float64) + 1
     for bs in (None, 16):
         s = TrainSettings(steps=15, lr=0.2, clip=0.5, batch_size=bs, seed=1)
-        a = run_agt(m, m.init(0), (x, y), s, [1, 4, 16], AGTOptions(certificate=get_certificate("ibp"), progress=False))
-        b = run_agt(m, m.init(0), (x, y), s, [1, 4, 16], AGTOptions(certificate=get_certificate("crown"), progress=False))
+        a = run_agt(m, m.init(0), (x, y), s, [1, 4, 16],
+                    AGTOptions(certificate=get_certificate("ibp"), progress=False))
+        b = run_agt(m, m.init(0), (x, y), s, [1, 4, 16],
+                    AGTOptions(certificate=get_certificate("crown"), progress=False))
         assert bool((b.widths() <= a.widths() * (1 + 1e-9) + 1e-12).all())
 
 

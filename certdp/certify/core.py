@@ -43,7 +43,9 @@ def envelopes(exp: Experiment, *, theta_start: torch.Tensor | None = None, windo
     violations instead)."""
     theta0 = exp.model.init(exp.train.seed) if theta_start is None else theta_start
     x, y, plan = exp.on_device
-    env = run_agt(exp.model, theta0, (x, y), exp.train, exp.ks, AGTOptions(certificate=exp.engine, plan=plan, progress=progress, steps=None if window is None else range(*window), device=exp.device, resumable="agt"))
+    env = run_agt(exp.model, theta0, (x, y), exp.train, exp.ks,
+                  AGTOptions(certificate=exp.engine, plan=plan, progress=progress, device=exp.device, resumable="agt",
+                             steps=None if window is None else range(*window)))
     env = Envelopes(env.k_values.cpu(), env.lo.cpu(), env.hi.cpu(), env.nominal.cpu())
     if not torch.isfinite(env.nominal).all():
         t = diverged_at(exp, theta0)
@@ -219,7 +221,8 @@ def model_envelopes(model: ModelSpec, theta0: torch.Tensor, x: torch.Tensor, y: 
     """AGT envelopes T_k (radii ``ks``) of ``model`` trained from ``theta0`` on (x, y) -- data
     outside an :class:`Experiment` (the hybrid's head on encoder features), on x's device;
     ``resumable`` names the checkpointed loop (:mod:`certdp.checkpoint`)."""
-    return run_agt(model, theta0, (x, y), settings, ks, AGTOptions(certificate=engine, progress=progress, resumable=resumable))
+    return run_agt(model, theta0, (x, y), settings, ks,
+                   AGTOptions(certificate=engine, progress=progress, resumable=resumable))
 
 
 def certify_window(exp: Experiment, theta_start: torch.Tensor, window: tuple[int, int], *,

@@ -97,7 +97,8 @@ def timer_of(spec, device: torch.device):
                 theta = clipped_step(model, theta, x, y, st, noise=0.1 * noise.gaussian(gen, theta.shape))
         else:
             with no_compile(spec.compiled is False):
-                run_agt(model, theta, (x, y), st, range(1, k + 1), AGTOptions(certificate=engine, progress=False, device=device))
+                run_agt(model, theta, (x, y), st, range(1, k + 1),
+                        AGTOptions(certificate=engine, progress=False, device=device))
 
     def timer(b: int, k: int, steps: int) -> float:
         with apart():
