@@ -16,7 +16,7 @@ from certdp.bounds.interval import Interval
 from certdp.certify.experiment import Experiment, diverged_at, require_finite
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
-from certdp.privacy.sensitivity import Staircase, staircase
+from certdp.privacy.sensitivity import Staircase, clip_to_range, staircase
 from certdp.training import TrainSettings, train
 
 
@@ -133,9 +133,7 @@ def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor | Non
     p0 = bound(exp.model, Interval(nom, nom), xd)
     p_lo, p_hi = p0.lo[0].cpu(), p0.hi[0].cpu()                                     # [n, 1]
     rng = exp.dataset.output_range
-    lo, hi = out.lo, out.hi
-    if rng is not None:
-        lo, hi, p_lo, p_hi = lo.clamp(*rng), hi.clamp(*rng), p_lo.clamp(*rng), p_hi.clamp(*rng)
+    lo, hi, p_lo, p_hi = (clip_to_range(v, rng) for v in (out.lo, out.hi, p_lo, p_hi))
     gs = global_sensitivity(exp, xt)
     sc = staircase(lo, hi, (p_lo, p_hi), env.k_values, n_total=exp.n_train, global_sensitivity=gs)
     if check:
@@ -161,10 +159,7 @@ def draw_errors(draw, *, n: int, n_draws: int, target: torch.Tensor, output_rang
     done = 0
     while done < n_draws:
         m = min(chunk, n_draws - done)
-        r = draw(m)
-        if output_range is not None:
-            r = r.clamp(float(output_range[0]), float(output_range[1]))
-        err = r - target
+        err = clip_to_range(draw(m), output_range) - target
         abs_sum += float(err.abs().sum())
         sq_sum += float((err ** 2).sum())
         done += m

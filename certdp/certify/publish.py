@@ -28,6 +28,7 @@ import torch
 
 from certdp import DTYPE
 from certdp.certify.experiment import require_finite
+from certdp.privacy.sensitivity import clip_to_range
 
 PUBLISH_DIR = "publish"
 
@@ -52,10 +53,7 @@ def release(center, sensitivity, mech, source, *, draws: int | None = None, outp
     scale = mech.scale(torch.as_tensor(sensitivity, dtype=DTYPE))
     require_finite(scale, what=what or f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
     shape = tuple(center.shape) if draws is None else (int(draws), *center.shape)
-    values = center + scale * mech.sample(source, shape).to(DTYPE)
-    if output_range is not None:
-        values = values.clamp(float(output_range[0]), float(output_range[1]))
-    return values
+    return clip_to_range(center + scale * mech.sample(source, shape).to(DTYPE), output_range)
 
 
 def answers(prep, center, sensitivity, mech, source, *, output_range, draws: int | None = None,

@@ -51,6 +51,7 @@ from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, check_prediction_radii, envelopes, global_sensitivity,
                             nominal, prediction_staircase, with_provenance)
 from certdp.errors import ConfigError
+from certdp.privacy.sensitivity import clip_to_range
 from certdp.privacy.smoothness import SMALL_BETAS, search
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
@@ -207,9 +208,8 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
             cand = path.k.tolist()
             a_bar = path.a_bar                                                 # [n, C]
             kl = env.k_values.tolist()
-            q_lo, q_hi = out_box.lo.squeeze(-1), out_box.hi.squeeze(-1)        # [K, n]
-            if ds.output_range is not None:
-                q_lo, q_hi = q_lo.clamp(*ds.output_range), q_hi.clamp(*ds.output_range)
+            q_lo = clip_to_range(out_box.lo.squeeze(-1), ds.output_range)     # [K, n]
+            q_hi = clip_to_range(out_box.hi.squeeze(-1), ds.output_range)
             total = torch.zeros(a_bar.shape[0], dtype=a_bar.dtype)
             for i in range(k):
                 if i in cand and path.source[cand.index(i)] == "computed":
@@ -237,10 +237,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
             o_ratio = float((do / ob.clamp(min=1e-300)).max())
             s_viol = None
             if path is not None:
-                fc, fn = f_new.squeeze(-1), f_nom.squeeze(-1)
-                rng = ds.output_range
-                if rng is not None:
-                    fc, fn = fc.clamp(*rng), fn.clamp(*rng)
+                fc, fn = clip_to_range(f_new.squeeze(-1), ds.output_range), clip_to_range(f_nom.squeeze(-1), ds.output_range)
                 s_viol = R if not bool(torch.isfinite(total).all()) else int(((fc - fn).abs() > total + TOL).any(-1).sum())
             viol = p_viol + o_viol + (s_viol or 0)
             any_violation |= viol > 0

@@ -82,6 +82,7 @@ from certdp.certify.pate import partition, train_teachers
 from certdp.errors import ConfigError
 from certdp.privacy import noise
 from certdp.privacy.accounting import base_budget_wor
+from certdp.privacy.sensitivity import clip_to_range
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
 from certdp.settings.training import StaircaseSettings
@@ -89,16 +90,12 @@ from certdp.settings.training import StaircaseSettings
 log = logging.getLogger("certdp")
 
 
-def _clip(pred: torch.Tensor, rng) -> torch.Tensor:
-    return pred.clamp(float(rng[0]), float(rng[1])) if rng is not None else pred
-
-
 def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                       xt: torch.Tensor) -> torch.Tensor:
     """Clipped test predictions [T, n] of the T shard models, trained in one vectorised call
     (x [T, m, d], theta [T, P]); every shard starts from the same data-independent init."""
     theta = train_teachers(exp.model, exp.model.init(exp.train.seed), x, y, parts, exp.train, resumable="pate_shards")
-    return _clip(exp.model.predict(theta, xt), exp.dataset.output_range)
+    return clip_to_range(exp.model.predict(theta, xt), exp.dataset.output_range)
 
 
 @dataclass

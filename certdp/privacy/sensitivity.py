@@ -206,6 +206,15 @@ import torch
 DISCOUNT_SLACK = 1e-12
 
 
+def clip_to_range(values: torch.Tensor, output_range) -> torch.Tensor:
+    """``values`` clipped to the declared ``output_range`` (lo, hi), or unchanged when it is None:
+    the one home of the clip every prediction query applies (the released value, its bounds
+    over the envelopes, its noisy draws)."""
+    if output_range is None:
+        return values
+    return values.clamp(float(output_range[0]), float(output_range[1]))
+
+
 @dataclass(frozen=True)
 class Staircase:
     """Values ``a_bar[..., j]`` and discount exponents ``phi[j]`` of S = max_j e^{-beta phi_j} a_bar_j.
