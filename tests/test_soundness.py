@@ -138,10 +138,10 @@ def test_compiled_fused_pass_matches_eager(monkeypatch):
         pytest.fail("torch.compile failed once but not when repeated: the fallback flag is stale")
 
 
-def test_trajectory_ceiling_bounds_retrained_neighbours():
+def test_cover_width_bounds_retrained_neighbours():
     """The linear model's trajectory global sensitivity covers real one-record substitutions,
     including the divergence of every other sample's gradient after the first difference."""
-    from certdp.certify import trajectory_ceiling
+    from certdp.certify import cover_width
     gen = torch.Generator().manual_seed(5)
     m = ModelSpec((2, 1), "mse")
     n = 30
@@ -149,7 +149,7 @@ def test_trajectory_ceiling_bounds_retrained_neighbours():
     y = x.sum(1) + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
     for bs in (None, 4):
         s = TrainSettings(steps=15, lr=0.5, clip=0.3, batch_size=bs, seed=2)
-        c = trajectory_ceiling(s)
+        c = cover_width(s, (0, s.steps))
         th0 = m.init(1)
         base = train(m, th0, x, y, s)
         sets = [neighbours(x, y, k=1, R=40, plan=batch_plan(n, s), loss="mse", placement=p, gen=gen)

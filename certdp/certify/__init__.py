@@ -16,10 +16,10 @@ models an AGS run released (``released.json``, ``certdp predict``).
 from certdp.certify.core import (build_engine, certify_predictions, certify_window, check_prediction_radii, draw_errors,
                                  envelopes,
                                  global_sensitivity, model_envelopes, nominal, parameter_staircase,
-                                 prediction_staircase, release_errors, trajectory_ceiling, trivial_cover)
+                                 prediction_staircase, release_errors, cover_width, trivial_cover)
 from certdp.certify.experiment import NO_DATA, Experiment, build_experiment, require_finite, spent, with_provenance
 
 __all__ = ["Experiment", "build_experiment", "require_finite", "with_provenance", "spent", "NO_DATA", "nominal", "envelopes", "certify_predictions",
-           "prediction_staircase", "global_sensitivity", "check_prediction_radii", "trajectory_ceiling",
+           "prediction_staircase", "global_sensitivity", "check_prediction_radii", "cover_width",
            "release_errors", "draw_errors", "trivial_cover", "parameter_staircase", "certify_window", "build_engine",
            "model_envelopes"]

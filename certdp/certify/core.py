@@ -59,21 +59,6 @@ def envelopes(exp: Experiment, *, theta_start: torch.Tensor | None = None, windo
 
 
 # --------------------------------------------------------------------------- prediction
-def trajectory_ceiling(settings: TrainSettings) -> float:
-    """Largest change of any parameter coordinate between the runs on two datasets that
-    differ in one record, for the nominal algorithm with element-wise clipping.
-
-    Once the substituted record has entered a batch the two trajectories separate, and from
-    then on *every* sample's clipped gradient may differ (they are evaluated at different
-    parameters), so a step can move a coordinate apart by up to lr * 2*gamma (the mean of b
-    differences each in [-2 gamma, 2 gamma]); earlier differences are contracted by lambda:
-    c = sum_t lr * 2 gamma * lambda^(T-1-t).  (Counting only the steps that contain the
-    substituted record, 2 gamma / b each, would ignore that divergence and is not sound.)"""
-    T = settings.steps
-    lam = torch.as_tensor(settings.contraction, dtype=DTYPE) ** torch.arange(T - 1, -1, -1, dtype=DTYPE)
-    return float((settings.lr * 2 * settings.clip * lam).sum())
-
-
 def global_sensitivity(exp: Experiment, xt: torch.Tensor | None = None) -> torch.Tensor | None:
     """Per-test-point global (l1) sensitivity of the released prediction, or None.
 
@@ -93,7 +78,7 @@ def global_sensitivity(exp: Experiment, xt: torch.Tensor | None = None) -> torch
                 raise ConfigError("privacy.global_sensitivity", "trajectory is only defined for a linear model; "
                                                                 "allowed: range, none")
         else:
-            c = trajectory_ceiling(exp.train)
+            c = cover_width(exp.train, (0, exp.train.steps))
             cands.append(c * (xt.abs().sum(-1) + 1))
     if mode == "range" and rng is None:
         raise ConfigError("privacy.global_sensitivity", "range needs dataset.output_range; allowed: trajectory (linear model), "
@@ -177,14 +162,25 @@ def release_errors(pred: torch.Tensor, target: torch.Tensor, scale: torch.Tensor
 
 
 # --------------------------------------------------------------------------- parameters
-def trivial_cover(settings: TrainSettings, n_params: int, window: tuple[int, int]) -> float:
-    """l1 distance bound between any two runs of the window [a, b) from the same start: every
-    clipped gradient coordinate lies in [-gamma, gamma], so per coordinate and step two runs
-    separate by at most lam*|diff| + 2 gamma lr; P * 2 gamma lr sum_t lam^(b-1-t) (T_N's width)."""
+def cover_width(settings: TrainSettings, window: tuple[int, int]) -> float:
+    """Largest change of any parameter coordinate between two runs of the window [a, b) from the
+    same start, on any two datasets (the trivial cover's width per coordinate, T_N's).
+
+    Every clipped gradient coordinate lies in [-gamma, gamma], so per step two runs separate by at
+    most lam*|diff| + 2 gamma lr: c = 2 gamma lr sum_t lam^(b-1-t).  This is also the linear
+    model's trajectory ceiling (privacy.global_sensitivity=trajectory): once a substituted record
+    has entered a batch *every* sample's clipped gradient may differ (they are evaluated at
+    different parameters), so counting only the steps that contain the substituted record
+    (2 gamma / b each) would not be sound."""
     a, b = window
     lam = settings.contraction
-    per_coord = 2 * settings.clip * settings.lr * sum(lam ** (b - 1 - t) for t in range(a, b))
-    return n_params * per_coord
+    return 2 * settings.clip * settings.lr * sum(lam ** (b - 1 - t) for t in range(a, b))
+
+
+def trivial_cover(settings: TrainSettings, n_params: int, window: tuple[int, int]) -> float:
+    """l1 distance bound between any two runs of the window [a, b) from the same start:
+    P * :func:`cover_width` (T_N's l1 width)."""
+    return n_params * cover_width(settings, window)
 
 
 def parameter_staircase(env: Envelopes, *, n_total: int, cover: float, weights: torch.Tensor | None = None,

@@ -16,9 +16,8 @@ Global cover.  Any two runs of the nominal algorithm from the same start differ,
 and per step, by at most lam*|diff| + 2*gamma*lr (every clipped gradient coordinate is in
 [-gamma, gamma]), so ||theta(D) - theta(D')||_1 <= P * 2 gamma lr sum_t lam^(T-1-t) for *any*
 D, D'.  This is exactly the width of AGT's T_N box; it caps every A_bar^k and covers the radii
-beyond the largest computed one when N is not in K.  (It is *not* the per-sample ceiling of
-``certify.trajectory_ceiling``, which ignores that the other samples' gradients change once the
-trajectories separate.)
+beyond the largest computed one when N is not in K (``certify.trivial_cover``; per coordinate,
+``certify.cover_width``, it is also the linear prediction's trajectory ceiling).
 
 Multi-release (Algorithm 2, Lemma 4.1, Theorem 4.1).  Sampling steps S split training into
 windows; each window is certified by ``run_agt(..., theta_init=released point, steps=window)``
