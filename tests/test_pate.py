@@ -12,7 +12,8 @@ from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import get_certificate
 from certdp.errors import ConfigError
 from certdp.certify import build_experiment, prediction_staircase
-from certdp.methods.pate import certify_shards, partition, run, shard_predictions
+from certdp.certify.pate import certify_shards, partition, shard_predictions
+from certdp.methods.pate import run
 from certdp.privacy.mechanisms import GaussianGlobal
 from certdp.settings import parse
 from certdp.settings.training import staircase_settings

@@ -67,79 +67,22 @@ import dataclasses
 import logging
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from certdp import DTYPE
-from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii, envelopes,
-                            draw_errors, global_sensitivity, nominal, prediction_staircase, release_errors,
-                            require_finite, spent, with_provenance)
-from certdp.certify.pate import partition, train_teachers
+from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii,
+                            global_sensitivity, nominal, release_errors, spent, with_provenance)
+from certdp.certify.pate import ShardCertificates, certify_shards, partition, shard_predictions, wor_errors
 from certdp.errors import ConfigError
 from certdp.privacy import noise
 from certdp.privacy.accounting import base_budget_wor
-from certdp.privacy.sensitivity import clip_to_range
 from certdp.seeding import generator_for
 from certdp.settings import ExperimentSettings
-from certdp.settings.training import StaircaseSettings
 
 log = logging.getLogger("certdp")
-
-
-def shard_predictions(exp: Experiment, parts: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                      xt: torch.Tensor) -> torch.Tensor:
-    """Clipped test predictions [T, n] of the T shard models, trained in one vectorised call
-    (x [T, m, d], theta [T, P]); every shard starts from the same data-independent init."""
-    theta = train_teachers(exp.model, exp.model.init(exp.train.seed), x, y, parts, exp.train, resumable="pate_shards")
-    return clip_to_range(exp.model.predict(theta, xt), exp.dataset.output_range)
-
-
-@dataclass
-class ShardCertificates:
-    preds: torch.Tensor                  # [T, n] clipped nominal predictions (AGT's nominal run)
-    ss_max: dict[float, torch.Tensor]    # beta -> [n] max over shards of SS^beta_i
-    staircases: list                     # every shard's Staircase (agtr_wor: SS at its own beta)
-    radii: int
-
-
-def certify_shards(exp: Experiment, parts: torch.Tensor, radii: StaircaseSettings, betas: list[float],
-                   progress: bool) -> ShardCertificates:
-    """AGT on every shard (one batched pass over all radii per shard), each shard's staircase
-    for its own dataset of m records, and the running max over shards of SS^beta_i."""
-    T, m = parts.shape
-    bt = torch.tensor(sorted(set(betas)), dtype=DTYPE) if betas else None
-    ss_max = None
-    preds, stairs, n_radii = [], [], 0
-    for i in tqdm(range(T), desc=f"PATE-AGT-R T={T}", disable=not progress, leave=False):
-        sub = exp.on_data(exp.x[parts[i]], exp.y[parts[i]], staircase=radii)
-        sc, pred = prediction_staircase(sub, envelopes(sub))
-        n_radii = len(sub.ks)
-        preds.append(pred)
-        stairs.append(sc)
-        if bt is not None:
-            s = sc.smooth(bt)                                   # [n, B]
-            ss_max = s if ss_max is None else torch.maximum(ss_max, s)
-    ss = {float(b): ss_max[:, j] for j, b in enumerate(bt.tolist())} if bt is not None else {}
-    return ShardCertificates(torch.stack(preds), ss, stairs, n_radii)
-
-
-def wor_errors(preds: torch.Tensor, target: torch.Tensor, scale: torch.Tensor, mech, n_draws: int, source,
-               output_range) -> tuple[float, float]:
-    """MAE and MSE of the one-shard release clip(f_I(x) + scale_I(x) Z) over ``n_draws`` draws
-    per point, the shard I uniform on {0..T-1} drawn afresh with every draw (``preds``/``scale``
-    [T, n]; one index per draw, shared by the points of that draw: one release answers them all
-    from the same secret shard)."""
-    require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
-    T, n = preds.shape
-
-    def draw(k: int) -> torch.Tensor:
-        shard = noise.index(source, T, (k,))               # the secret shard of each draw, then its noise
-        return preds[shard] + scale[shard] * mech.sample(source, (k, n))
-    return draw_errors(draw, n=n, n_draws=n_draws, target=target, output_range=output_range)
 
 
 def _row(exp, *, arm, mech, T, m, pred, yt, sens, gen_labels, base=None, extra=None):
