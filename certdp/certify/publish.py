@@ -39,7 +39,7 @@ def frame_name(name: str) -> str:
 
 
 def release(center, sensitivity, mech, source, *, draws: int | None = None, output_range=None,
-            what: str | None = None) -> torch.Tensor:
+            what: str | None = None, weights: torch.Tensor | None = None) -> torch.Tensor:
     """The published values of one release: ``clip(center + mech.scale(sensitivity) * Z)``.
 
     ``center`` [...] (model units: predictions or parameters), ``sensitivity`` broadcastable to
@@ -47,13 +47,16 @@ def release(center, sensitivity, mech, source, *, draws: int | None = None, outp
     ``Z`` standard noise of ``mech`` drawn from ``source`` (:mod:`certdp.privacy.noise`: the OS
     CSPRNG for a published release, a seeded source for statistics and audits); clipped to
     ``output_range`` (lo, hi) when given.  ``draws``: None for one release [...], else that many
-    independent releases [draws, ...].  A scale that is not finite is refused (``what`` names
-    it), as every release command refuses it."""
+    independent releases [draws, ...].  ``weights`` (> 0, data-independent, broadcastable to
+    ``center``): the anisotropic release ``center + weights * (scale Z)`` of a staircase computed
+    on center / weights (:func:`certdp.certify.parameter_staircase`).  A scale that is not finite
+    is refused (``what`` names it), as every release command refuses it."""
     center = torch.as_tensor(center, dtype=DTYPE)
     scale = mech.scale(torch.as_tensor(sensitivity, dtype=DTYPE))
     require_finite(scale, what=what or f"the noise scale of {mech.name} at eps={mech.epsilon:g} is")
     shape = tuple(center.shape) if draws is None else (int(draws), *center.shape)
-    return clip_to_range(center + scale * mech.sample(source, shape).to(DTYPE), output_range)
+    noise = scale * mech.sample(source, shape).to(DTYPE)
+    return clip_to_range(center + (noise if weights is None else weights * noise), output_range)
 
 
 def answers(prep, center, sensitivity, mech, source, *, output_range, draws: int | None = None,

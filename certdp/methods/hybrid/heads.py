@@ -39,7 +39,7 @@ from certdp import DTYPE
 from certdp.agt import Envelopes
 from certdp.data.features import fit_public_pca
 from certdp.data.text import TextPart
-from certdp.certify import build_engine, model_envelopes, parameter_staircase, trivial_cover
+from certdp.certify import build_engine, model_envelopes, parameter_staircase, publish, trivial_cover
 from certdp.privacy.smoothness import release_proof
 from certdp.seeding import generator_for
 from certdp.settings.hybrid import HybridSettings
@@ -161,8 +161,8 @@ def ags_release(s: HybridSettings, env: dict, f: Features, *, epsilon: float, de
     mech = make_mechanism(release, query="parameter", epsilon=epsilon, n_params=P, delta=delta, beta=s.head.beta)
     u = float(sc.smooth(mech.beta))
     gen = generator_for(s.seed, "hybrid-ags", label, release, allocation, epsilon)
-    z = mech.sample(gen, (s.head.n_draws, P))
-    acc_pub, acc_test = heads_accuracy(s, model, env["nominal"] + w * (mech.scale(u) * z), f)
+    heads = publish.release(env["nominal"], u, mech, gen, draws=s.head.n_draws, weights=w)
+    acc_pub, acc_test = heads_accuracy(s, model, heads, f)
     _, nom_test = heads_accuracy(s, model, env["nominal"].unsqueeze(0), f)
     return {"u": u, "beta": float(mech.beta), "scale": float(mech.scale(u)), "regime": mech.regime,
             "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0]),
