@@ -45,7 +45,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from certdp.privacy.calibrate import largest
+from certdp.privacy.calibrate import bisect, largest
 from certdp.registry import Registry
 
 
@@ -196,16 +196,8 @@ def compose_optimal(*, epsilon: float, delta: float = 0.0, n: int, target_delta:
         return 0.0
     # delta_hom is continuous and decreasing in eps: bisection, returning the upper end (whose
     # delta_hom <= h), so the epsilon reported is always a valid guarantee.
-    lo, hi = 0.0, n * e0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if _delta_hom(e0, n, mid) > h:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * max(1.0, hi):
-            break
-    return hi
+    return bisect(lambda eps: _delta_hom(e0, n, eps) > h, 0.0, n * e0, iters=200,
+                  close=lambda lo, hi: hi - lo <= 1e-13 * max(1.0, hi))[1]
 
 
 def optimal_per_release_epsilon(*, epsilon: float, delta: float, n: int, delta0: float = 0.0) -> float:
@@ -229,15 +221,7 @@ def optimal_per_release_epsilon(*, epsilon: float, delta: float, n: int, delta0:
         lo, hi = hi, hi * 2
         if hi > 1e6:
             return lo
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return lo
+    return bisect(fits, lo, hi, iters=200, close=lambda lo, hi: hi - lo <= 1e-12 * hi)[0]
 
 
 def pld_laplace_epsilon(*, scale: float, n: int, delta: float, sensitivity: float = 1.0,
@@ -345,11 +329,6 @@ def get_accountant(name: str, *, use: str) -> Accountant:
     return ACCOUNTANTS[name]()
 
 
-def _bisect(ok, lo: float, hi: float, iters: int = 60) -> float:
-    """Largest x in [lo, hi] with ok(x) (ok monotone: true below a threshold); 0 if none."""
-    return largest(ok, lo, hi, iters)
-
-
 class Basic(Accountant):
     """Basic composition: eps0 = eps/n, delta0 = delta/n (valid for pure and approximate DP)."""
     name = "basic"
@@ -380,7 +359,7 @@ class Advanced(_SplitDelta):
     name = "advanced"
 
     def epsilon0(self, *, epsilon, delta, n, delta0):
-        return _bisect(lambda e: compose_advanced(epsilon=e, delta=delta0, n=n, delta_prime=delta / 2)[0] <= epsilon,
+        return largest(lambda e: compose_advanced(epsilon=e, delta=delta0, n=n, delta_prime=delta / 2)[0] <= epsilon,
                        0.0, epsilon)
 
 
@@ -404,7 +383,7 @@ class PLD(_SplitDelta):
     name = "pld"
 
     def epsilon0(self, *, epsilon, delta, n, delta0):
-        return _bisect(lambda e: pld_epsilon(epsilon0=e, delta0=delta0, n=n, delta=delta) <= epsilon,
+        return largest(lambda e: pld_epsilon(epsilon0=e, delta0=delta0, n=n, delta=delta) <= epsilon,
                        epsilon / n, epsilon, iters=25)
 
     def dpsgd_epsilon(self, *, sigma, delta, sample_rate, steps):
@@ -424,12 +403,9 @@ class PLD(_SplitDelta):
             lo, hi = hi, 2 * hi
             if hi > 1e6:
                 raise ValueError(f"no noise multiplier below 1e6 gives epsilon {epsilon} at delta {delta}")
-        while hi - lo > 1e-3 * hi:
-            mid = (lo + hi) / 2
-            if eps(mid) > epsilon:
-                lo = mid
-            else:
-                hi = mid
+        if hi - lo > 1e-3 * hi:
+            lo, hi = bisect(lambda sigma: eps(sigma) > epsilon, lo, hi, iters=None,
+                            close=lambda lo, hi: hi - lo <= 1e-3 * hi)
         return float(hi)
 
 

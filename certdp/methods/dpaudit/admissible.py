@@ -31,6 +31,7 @@ import torch
 
 from certdp import DTYPE
 from certdp.methods.dpaudit.exact import _epsilon_at_delta, epsilon_exact
+from certdp.privacy.calibrate import bisect
 from certdp.privacy.empirical import clopper_pearson
 from certdp.privacy.loss import Release1D, pure_loss
 
@@ -122,10 +123,7 @@ def noise_check(y: np.ndarray, *, center: float, scale: float, lo: float, hi: fl
             return 1e-9
         if prob(math.exp(lg_hi)) >= p:
             return math.nan
-        for _ in range(60):
-            mid = 0.5 * (lg_lo + lg_hi)
-            lg_lo, lg_hi = (mid, lg_hi) if prob(math.exp(mid)) > p else (lg_lo, mid)
-        return math.exp(lg_hi)
+        return math.exp(bisect(lambda lg: prob(math.exp(lg)) > p, lg_lo, lg_hi, iters=60)[1])
 
     k = int(((y > a) & (y < b)).sum())
     p0 = float(prob(1.0))

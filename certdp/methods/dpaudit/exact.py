@@ -11,6 +11,7 @@ import torch
 from certdp import DTYPE
 from certdp.certify import Experiment, certify_predictions, certify_window, global_sensitivity, trivial_cover
 from certdp.errors import ConfigError
+from certdp.privacy.calibrate import bisect
 from certdp.privacy.loss import Release1D, delta_of, pure_loss
 
 FAMILY = {"cauchy": "cauchy", "laplace": "laplace", "cauchy_p": "cauchy", "laplace_p": "laplace"}
@@ -105,13 +106,8 @@ def epsilon_exact(A: Release1D, B: Release1D, delta: float, claim: float) -> flo
     hi = float(_epsilon_at_delta(A, B, delta, claim))
     if delta == 0 or hi == 0 or not math.isfinite(hi):
         return hi
-    lo = hi / 2.0 ** (1 / 8)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if float(delta_of(A, B, mid)) > delta else (lo, mid)
-        if hi - lo <= 1e-9 * hi:
-            break
-    return hi
+    return bisect(lambda eps: float(delta_of(A, B, eps)) > delta, hi / 2.0 ** (1 / 8), hi, iters=60,
+                  close=lambda lo, hi: hi - lo <= 1e-9 * hi)[1]
 
 
 def score_pairs(obs: list[tuple], pairs: np.ndarray, mech) -> tuple[np.ndarray, np.ndarray]:

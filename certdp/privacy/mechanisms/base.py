@@ -43,6 +43,7 @@ import torch
 
 from certdp.errors import ConfigError
 from certdp.registry import Registry
+from certdp.privacy.calibrate import bisect
 from certdp.privacy.noise import as_source
 
 KINDS = ("smooth", "global")
@@ -88,16 +89,10 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
         # log Phi(-a - b) <= -eps and the product stays below 1)
         return norm.cdf(a - b) - math.exp(epsilon + norm.logcdf(-a - b))
 
-    lo, hi = 1e-6, 1.0
+    hi = 1.0
     while dlt(hi) > delta:
         hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if dlt(mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi * sensitivity
+    return bisect(lambda sig: dlt(sig) > delta, 1e-6, hi, iters=200)[1] * sensitivity
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
