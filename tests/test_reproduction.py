@@ -252,13 +252,8 @@ def test_the_schema_refuses_a_bad_paper_section(tmp_path):
 
 
 def _anchors(md: str) -> set[str]:
-    """The heading anchors mkdocs gives a page (its default slugify)."""
-    out = set()
-    for line in md.splitlines():
-        m = re.match(r"#{1,6}\s+(.*)", line)
-        if m:
-            out.add(re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", m.group(1)).strip().lower()))
-    return out
+    """The heading anchors mkdocs gives a page."""
+    return {R.slug(h) for h in R.headings(md)}
 
 
 def test_the_repository_records_the_papers_values():
@@ -287,7 +282,7 @@ def test_verdict_reads_the_construction_where_no_proven_run_exists(tmp_path):
              "construction": {"label": "MILP", "measure": {"run": "milp", "col": "acc"}}}
     r = R.row(entry, src, figure="f", label="fig:f", profile="paper", out_root=tmp_path)
     assert r["verdict"] == "reproduced" and r["basis"] == "paper's construction"
-    assert "no proven MILP" in r["reason"] and r["certdp_proven"] == "not run: no proven MILP"
+    assert r["reason"] == "proven: no proven MILP" and r["certdp_proven"] == "not run"
     r = R.row({**entry, "value": 0.59}, src, figure="f", label="fig:f", profile="paper", out_root=tmp_path)
     assert r["verdict"] == "differs"
     r = R.row({**entry, "construction": {"label": "MILP", "measure": {"run": "milp", "where": {"epsilon": 30},
@@ -306,3 +301,12 @@ def test_cli_compare_rewrites_the_table_without_running(tiny):
     assert r.returncode == 0, r.stderr
     assert "0 to run (plot only: skipped)" in r.stdout and "[figures] run " not in r.stdout
     assert (out / "figures" / "reproduction.md").exists() and _table(out).loc["pure_peak", "verdict"] == "reproduced"
+
+
+def test_a_runs_unknown_profile_is_refused(tmp_path):
+    """The experiment file's run profiles are checked against certdp's profiles (the check had
+    compared a run's profiles with themselves, so a misspelt profile was silently never used)."""
+    p = tmp_path / "x.yaml"
+    p.write_text(TINY.split("paper:")[0].replace("expect: [results, peaks]", "expect: [results, peaks]\n    profiles: {fast: {}}"))
+    with pytest.raises(ConfigError, match="unknown 'fast'; allowed: quick, paper"):
+        F.load_experiment(p)

@@ -31,8 +31,8 @@ def paper_table(rows: list[dict], *, fig_dir: Path | None = None, with_figure: b
         dev = ""
         if r.get("deviation"):
             text, href = deviation_target(r["deviation"], fig_dir)
-            dev = f" <a href='{html.escape(href)}'>deviations: {html.escape(text)}</a>"
-        cons = r["certdp_paper_construction"] + (f" ({r['construction']})" if r["construction"] else "")
+            dev = f" (see <a href='{html.escape(href)}'>{html.escape(text)}</a>)"
+        cons = (f"{r['construction']}: " if r["construction"] else "") + r["certdp_paper_construction"]
         cells = ([html.escape(r["figure"])] if with_figure else []) + [
             f"{html.escape(r['claim'])}<br><small>{html.escape(r['source'])}</small>",
             html.escape(f"{r['paper_value']} ({r['tolerance']})"), html.escape(r["certdp_proven"]),
