@@ -36,6 +36,7 @@ import os
 import platform
 import re
 import time
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
@@ -219,18 +220,21 @@ def headings(md: str) -> list[str]:
 
 def slug(title: str) -> str:
     """A heading's anchor as mkdocs makes it (its default ``toc`` slugify)."""
-    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", title).strip().lower())
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
 
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(rows: list[dict], exps: dict, *, profile: str, fig_dir: Path | None, links: str = "local") -> str:
-    """The table as Markdown, one section per figure.  ``links="docs"`` links the deviations as
-    the docs pages do (``deviations.md#...``)."""
+def markdown(rows: list[dict], exps: dict, *, profile: str, fig_dir: Path | None, links: str = "local",
+             level: int = 1) -> str:
+    """The table as Markdown, one section per figure (headings from ``level``).  ``links="docs"``
+    links the deviations as the docs pages do (``deviations.md#...``)."""
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    out = [f"# The paper's values beside certdp's ({profile} profile)", "",
+    h = "#" * level
+    out = [f"{h} The paper's values beside certdp's ({profile} profile)", "",
            f"Made {machine()} from the runs' CSVs (`certdp figures --compare` rewrites it without running).  "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" of {len(rows)} values.", ""]
     by_fig: dict[str, list[dict]] = {}
@@ -238,7 +242,7 @@ def markdown(rows: list[dict], exps: dict, *, profile: str, fig_dir: Path | None
         by_fig.setdefault(r["figure"], []).append(r)
     for name, rs in by_fig.items():
         exp = exps.get(name)
-        out += [f"## {name}: {exp.title if exp else ''} ({rs[0]['label']})", "",
+        out += [f"{h}# {name}: {exp.title if exp else ''} ({rs[0]['label']})", "",
                 "| claim | paper | certdp (proven) | paper's construction | verdict | reason |",
                 "|---|---|---|---|---|---|"]
         for r in rs:
