@@ -177,6 +177,7 @@ def test_twin_axis_and_vertical_line_points():
 
 
 def _source(tmp_path, frames: dict) -> R.Source:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     runs = {}
     for i, (rid, items) in enumerate(frames.items()):
         for j, (params, df) in enumerate(items):
@@ -289,6 +290,11 @@ def test_verdict_reads_the_construction_where_no_proven_run_exists(tmp_path):
                                                                      "col": "acc"}}},
               src, figure="f", label="fig:f", profile="paper", out_root=tmp_path)
     assert r["verdict"] == "not run" and "no rows" in r["reason"]
+    # a measure that does not fit its CSVs (two rows where one is meant) is a visible row, not a crash
+    two = _source(tmp_path / "two", {"milp": [({}, pd.DataFrame({"acc": [0.8, 0.9]}))]})
+    r = R.row({**entry, "proven": {"run": "milp", "col": "acc"}}, two, figure="f", label="fig:f", profile="paper",
+              out_root=tmp_path)
+    assert r["verdict"] == "not run" and r["reason"].startswith("measure error:") and "one expected" in r["reason"]
 
 
 @pytest.mark.slow

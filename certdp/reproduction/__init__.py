@@ -83,6 +83,8 @@ def _value(measure, src: Source):
         return v, fmt(v), "", set(src.used)
     except Missing as e:
         return None, "not run", str(e), set(src.used)
+    except (ValueError, KeyError, TypeError, ZeroDivisionError) as e:   # a measure that does not fit its CSVs
+        return None, "not run", f"measure error: {e}", set(src.used)
 
 
 def row(entry: dict, src: Source, *, figure, label: str, profile: str, out_root: Path) -> dict:
@@ -109,7 +111,7 @@ def row(entry: dict, src: Source, *, figure, label: str, profile: str, out_root:
         verdict = "reproduced"
     else:
         verdict = "differs"
-        reason = str(entry.get("reason") or ("documented" if deviation else "no documented reason (not declared)"))
+        reason = str(entry.get("reason") or ("a documented deviation" if deviation else "no documented reason (not declared)"))
         if cv is not None and basis == "proven" and within(cv, paper, tol):
             reason += "; the paper's construction reproduces it"
     if value is not None and basis != "proven":
@@ -123,7 +125,7 @@ def row(entry: dict, src: Source, *, figure, label: str, profile: str, out_root:
             "certdp_paper_construction": (ctext if cv is not None else _not_run(cmiss, reason)) if cm is not None
             else "same as proven (certdp follows the paper here)",
             "verdict": verdict, "basis": basis, "within_tolerance": "" if ok is None else ("yes" if ok else "no"),
-            "reason": reason, "deviation": deviation if verdict == "differs" or deviation else "",
+            "reason": reason, "deviation": deviation,
             "needs": str(entry.get("needs", "")), "profile": profile,
             "runs": "; ".join(sorted(_rel(d, out_root) for d in used))}
 
