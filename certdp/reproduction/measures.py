@@ -204,7 +204,7 @@ def evaluate(node, src: Source):
         return float(cond.mean())
     hits = [i for i, c in cond.sort_index().items() if c]
     if not hits:
-        return f"none (up to {fmt(cond.index.max())})" if op == "first" else "none"
+        return f"none (up to {fmt(cond.index.max())})" if op == "first" else "none on this grid"
     return _scalar(hits[0] if op == "first" else hits[-1])
 
 
