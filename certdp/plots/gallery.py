@@ -84,12 +84,13 @@ def write_gallery(fig_dir: Path, entries: list[dict], *, profile: str, out_root:
     parts.append("</body></html>")
     path = fig_dir / "index.html"
     results.atomic_write_text(path, "\n".join(parts))
-    if table:
-        from certdp.reproduction import VERDICTS, machine
-        counts = ", ".join(f"{sum(r['verdict'] == v for r in table)} {v}" for v in VERDICTS)
-        page = [HEAD.format(title="certdp: the paper beside certdp"),
-                f"<h1>The paper's values beside certdp's</h1><p class='meta'>profile <b>{html.escape(profile)}</b>; "
-                f"made {html.escape(machine())}; {counts}.  <a href='index.html'>The figures</a>; "
-                "<a href='reproduction.csv'>CSV</a>.</p>", paper_table(table, fig_dir=fig_dir, with_figure=True), "</body></html>"]
-        results.atomic_write_text(fig_dir / "reproduction.html", "\n".join(page))
+    from certdp.reproduction import VERDICTS, machine
+    counts = ", ".join(f"{sum(r['verdict'] == v for r in table)} {v}" for v in VERDICTS)
+    page = [HEAD.format(title="certdp: the paper beside certdp"),
+            f"<h1>The paper's values beside certdp's</h1><p class='meta'>profile <b>{html.escape(profile)}</b>; "
+            f"made {html.escape(machine())}; {counts}.  <a href='index.html'>The figures</a>; "
+            "<a href='reproduction.csv'>CSV</a>.</p>",
+            paper_table(table, fig_dir=fig_dir, with_figure=True) or "<p>No paper values in these experiment files.</p>",
+            "</body></html>"]
+    results.atomic_write_text(fig_dir / "reproduction.html", "\n".join(page))
     return path
