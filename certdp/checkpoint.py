@@ -23,11 +23,18 @@ again.  A finished loop keeps its final state (it is skipped on resume); its res
 from that state by the loop itself.
 
 The checkpoint folder (``<run>.resumable``, :data:`certdp.results.RESUMABLE`) holds
-``checkpoint.json`` (the command, the resolved config and its SHA-256, the certdp version) and
-``state.pt``; it never holds ``config.yaml`` or ``run.json`` at its top and its name is not a run
-name (:func:`certdp.results.is_run_dir_name`), so it is never taken for a finished run.  It is
+``checkpoint.json`` (the command, the resolved config and its SHA-256, the input files'
+checksums, the certdp version, where it was written, and its id) and ``state.pt``; it never holds
+``config.yaml`` or ``run.json`` at its top and its name is not a run name
+(:func:`certdp.results.is_run_dir_name`), so it is never taken for a finished run.  It is
 deleted when the run lands.  ``state.pt`` is the researcher's file: it holds parameters trained
 on the private records and is never publishable.
+
+Identity.  A checkpoint's id (:data:`ID_KEY`, random, drawn when the run starts) is written in
+both files; :func:`load` refuses a ``state.pt`` whose id is not its ``checkpoint.json``'s (one
+copied from another checkpoint, or written by another run of the same name), and a session
+claims its folder before its first save (:meth:`Session.save`): a folder that another run's
+checkpoint already holds is left alone.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import numpy as np
 import torch
 
 from certdp import results
+from certdp.errors import ConfigError
 
 log = logging.getLogger("certdp")
 PROGRESS_LOGGER = "certdp.progress"      # the progress records: log.txt and stderr, not the console log
@@ -51,7 +59,8 @@ plog = logging.getLogger(PROGRESS_LOGGER)
 
 STATE_FILE = "state.pt"
 RECORD_FILE = "checkpoint.json"
-STATE_FORMAT = "certdp.checkpoint/1"
+STATE_FORMAT = "certdp.checkpoint/2"       # /2: the id in both files, the inputs' checksums
+ID_KEY = "checkpoint_id"
 # Test hook: after this many steps of all loops together, the process sends itself SIGTERM
 # (tests interrupt a run at a chosen step; the signal takes the path a scheduler's would).
 TEST_SIGNAL_ENV = "CERTDP_TEST_SIGTERM_AT_STEP"
@@ -199,9 +208,14 @@ class Session:
         self.folder = Path(folder) if folder is not None else None
         self.interval_s, self.progress_s = interval_s, progress_s
         self.entries: dict = dict(restored or {})
+        self.resumed = restored is not None     # the folder held this checkpoint before the process began
         self.record, self.interrupt, self.stderr = record, interrupt, stderr
+        self.ident = (record or {}).get(ID_KEY)
+        self.claimed = False        # the folder is this checkpoint's (checked at the first save)
+        self.displaced: Path | None = None     # the folder another run's checkpoint held: none kept
         self.restore_rng = restore_rng
         self.stack: list[Loop] = []
+        self.cut: list[Loop] = []   # the loops an exception closed (innermost first)
         self.counts: dict = {}
         self.pending: int | None = None
         self.t_start = self.last_save = self.last_record = time.perf_counter()
@@ -218,6 +232,10 @@ class Session:
         key = f"{prefix}/{phase}#{n}" if prefix else f"{phase}#{n}"
         entry = self.entries.get(key)
         if entry is not None:
+            if int(entry.get("total", total)) != int(total) or int(entry["step"]) > int(total):
+                raise ConfigError("resume", f"the checkpoint's {key} holds step {int(entry['step'])} of "
+                                            f"{int(entry.get('total', -1))}, these settings run {int(total)} steps; "
+                                            "allowed: the checkpoint of these settings, or resume=false to start afresh")
             if self.restore_rng:
                 set_rng_state(entry["rng"])
             log.info("resume: %s continues at step %d of %d", key, int(entry["step"]), int(total))
@@ -228,6 +246,8 @@ class Session:
     def _close(self, lp: Loop, act: bool = True) -> None:
         if self.stack and self.stack[-1] is lp:
             self.stack.pop()
+        if not act:
+            self.cut.append(lp)
         if act and not self.stack and self.pending is not None:     # a signal held past the last step
             signum, self.pending = self.pending, None
             self.save()
@@ -238,7 +258,8 @@ class Session:
         return bool(self.stack)
 
     def _snapshot(self, lp: Loop, state: Callable[[], dict], done: bool) -> None:
-        self.entries[lp.key] = {"step": lp.step, "state": _detach(state()), "rng": rng_state(), "done": done}
+        self.entries[lp.key] = {"step": lp.step, "total": lp.total, "state": _detach(state()), "rng": rng_state(),
+                                "done": done}
         self.dirty = True
         # the loops opened inside an earlier step of this one are never opened again
         inner = f"{lp.key}@"
@@ -283,19 +304,58 @@ class Session:
     # ------------------------------------------------------------------ saving
     def save(self) -> None:
         """Write the checkpoint folder atomically (``checkpoint.json`` once, ``state.pt`` each time)."""
-        if self.folder is None:
+        if self.folder is None or not self._claim():
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        if self.record is not None and not (self.folder / RECORD_FILE).exists():
-            results.write_json(self.folder / RECORD_FILE, self.record)
         buf = io.BytesIO()
-        torch.save({"format": STATE_FORMAT, "entries": self.entries}, buf)
+        torch.save({"format": STATE_FORMAT, ID_KEY: self.ident, "entries": self.entries}, buf)
         results.atomic_write_bytes(self.folder / STATE_FILE, buf.getvalue())
         self.last_save = time.perf_counter()
         self.dirty = False
         where = ", ".join(f"{k} at {int(e['step'])}" + (" (done)" if e.get("done") else "")
                           for k, e in self.entries.items() if not e.get("done"))
         plog.info("checkpoint: saved %s%s", self.folder, f" ({where})" if where else "")
+
+    def own_folder(self) -> Path | None:
+        """The checkpoint folder when it is this session's (resumed from, or created by its first
+        save), else None: a folder that another run created in the meantime is never touched."""
+        return self.folder if self.folder is not None and (self.claimed or self.resumed) else None
+
+    def _claim(self) -> bool:
+        """Make the folder this checkpoint's before its first save: created now (with
+        ``checkpoint.json``), or already holding this checkpoint's ``checkpoint.json`` (a resumed
+        run).  A folder holding another run's checkpoint (two runs started with the same name) is
+        left as it is and this session keeps none (said once in the log)."""
+        if self.claimed:
+            return True
+        try:
+            self.folder.parent.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir()
+        except FileExistsError:
+            theirs = read_record(self.folder, quiet=True)
+            if self.ident is None or theirs is None or theirs.get(ID_KEY) != self.ident:
+                self.displaced, self.folder = self.folder, None
+                log.warning("checkpoint: %s holds the checkpoint of another run started with the same name; this "
+                            "run keeps none (it goes on, and lands where it can)", self.displaced)
+                return False
+        if self.record is not None and not (self.folder / RECORD_FILE).exists():
+            results.write_json(self.folder / RECORD_FILE, self.record)
+        self.claimed = True
+        return True
+
+    def kept_at(self, *, late: bool = False) -> str:
+        """Where the saved state stands, for the interruption's message: each unfinished loop's
+        saved step, and the steps done since that save that are lost (``late``: the step in
+        progress outlasted the signal's grace)."""
+        open_ = [f"{k} step {int(e['step'])} of {int(e.get('total', e['step']))}"
+                 for k, e in self.entries.items() if not e.get("done")]
+        done = sum(1 for e in self.entries.values() if e.get("done"))
+        where = ("saved at " + ", ".join(open_)) if open_ else f"saved after {done} finished loop(s)"
+        lost = [(lp.key, lp.step - int(self.entries.get(lp.key, {}).get("step", 0))) for lp in reversed(self.cut)]
+        lost = [(k, n) for k, n in lost if n > 0]
+        if lost:
+            why = " because the step in progress outlasted the signal's grace" if late else ""
+            where += "; lost" + why + ": " + ", ".join(f"{n} step(s) of {k} done since that save" for k, n in lost)
+        return where
 
     def signal(self, signum: int) -> bool:
         """A SIGINT/SIGTERM: True when it is held until the current step ends (a loop is open
@@ -334,27 +394,49 @@ def activate(session: Session | None) -> None:
 
 
 # ---------------------------------------------------------------------------- the folder
+def read_record(folder: Path, *, quiet: bool = False) -> dict | None:
+    """``checkpoint.json`` of a checkpoint folder (not ``state.pt``); ValueError when it is not
+    one (``quiet``: None instead)."""
+    import json
+    rec_path = Path(folder) / RECORD_FILE
+    try:
+        if not rec_path.is_file():
+            raise ValueError(f"{folder} holds no {RECORD_FILE} (not a certdp checkpoint)")
+        try:
+            record = json.loads(rec_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{rec_path} cannot be read ({e})") from None
+        if not isinstance(record, dict) or record.get("format") != STATE_FORMAT:
+            old = record.get("format") if isinstance(record, dict) else None
+            raise ValueError(f"{rec_path} is not of the format {STATE_FORMAT}" + (
+                f" (it is {old}, written by an earlier certdp without input checksums: resume it with that certdp)"
+                if isinstance(old, str) and old.startswith("certdp.checkpoint/") else ""))
+        if not isinstance(record.get(ID_KEY), str) or not record[ID_KEY]:
+            raise ValueError(f"{rec_path} has no {ID_KEY} (not a checkpoint that certdp wrote)")
+    except ValueError:
+        if quiet:
+            return None
+        raise
+    return record
+
+
 def load(folder: Path) -> tuple[dict, dict]:
     """(``checkpoint.json``, the entries of ``state.pt``) of a checkpoint folder; ValueError
-    when it is not one (or is damaged)."""
-    import json
+    when it is not one, is damaged, or its ``state.pt`` is not its own (another checkpoint's id)."""
     folder = Path(folder)
-    rec_path, st_path = folder / RECORD_FILE, folder / STATE_FILE
-    if not rec_path.is_file():
-        raise ValueError(f"{folder} holds no {RECORD_FILE} (not a certdp checkpoint)")
-    try:
-        record = json.loads(rec_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{rec_path} cannot be read ({e})") from None
-    if not isinstance(record, dict) or record.get("format") != STATE_FORMAT:
-        raise ValueError(f"{rec_path} is not of the format {STATE_FORMAT}")
+    record = read_record(folder)
+    st_path = folder / STATE_FILE
     entries: dict = {}
     if st_path.is_file():
         try:
             doc = torch.load(st_path, map_location="cpu", weights_only=False)
         except Exception as e:            # a damaged file: say so in one line
             raise ValueError(f"{st_path} cannot be read ({type(e).__name__})") from None
-        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or not isinstance(doc.get("entries"), dict):
             raise ValueError(f"{st_path} is not of the format {STATE_FORMAT}")
+        if doc.get(ID_KEY) != record[ID_KEY]:
+            raise ValueError(f"{st_path} is not this checkpoint's (its {ID_KEY} differs from {RECORD_FILE}'s: copied "
+                             "from another checkpoint or written by another run of the same name), so its state does "
+                             "not belong to these settings")
         entries = doc["entries"]
     return record, entries

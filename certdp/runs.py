@@ -213,7 +213,7 @@ def io_error_message(e: OSError, out_root: str | os.PathLike | None = None) -> s
 def _overwrite_flag(value) -> bool:
     if isinstance(value, bool):
         return value
-    fail(f"overwrite: must be true or false (got {value!r}); true replaces a finished run in the same folder")
+    fail(f"overwrite: got {value!r}; allowed: true (replace a finished run in the same folder) or false")
 
 
 def _run_paths(output_dir, key: str) -> "results.RunPaths":
@@ -224,18 +224,58 @@ def _run_paths(output_dir, key: str) -> "results.RunPaths":
              f"{results.INCOMPLETE!r} and {results.REPLACED!r}")
 
 
-def _refuse_taken(paths: "results.RunPaths", overwrite: bool) -> None:
-    """A run folder inside another run or with a staging name, or a taken one: one line."""
+# A staged, replaced or checkpointed run folder's name gets an ending: the longest is
+# ".incomplete-<pid, up to 7 digits>-<4 hex digits>" (".replaced-..." and ".resumable" are shorter).
+NAME_ENDING = len(results.INCOMPLETE) + 7 + 1 + 4
+
+
+def _refuse_long_names(final: Path, out_root) -> None:
+    """A folder name longer than the file system takes (255 bytes on most), the run's own name
+    with room for :data:`NAME_ENDING`: one line naming ``out_root`` or ``run``, not an OSError."""
+    final = Path(os.path.abspath(final))
+    here = next((str(p) for p in final.parents if os.path.isdir(p)), os.sep)
+    try:
+        name_max = int(os.pathconf(here, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        name_max = 255
+    root = Path(os.path.abspath(str(out_root))).parts if out_root is not None else ()
+    last = len(final.parts) - 1
+    for i, part in enumerate(final.parts):
+        limit = name_max - (NAME_ENDING if i == last else 0)
+        if len(os.fsencode(part)) > limit:
+            key = "out_root" if i < len(root) and root[i] == part else "run"
+            shown = part if len(part) <= 40 else f"{part[:20]}...{part[-12:]}"
+            fail(f"{key}: the folder name {shown!r} is {len(os.fsencode(part))} bytes, more than the {limit} this file "
+                 f"system allows" + (f" (a run folder's name keeps {NAME_ENDING} bytes for the ending it gets while "
+                                     "it is staged)" if i == last else "")
+                 + f"; allowed: a shorter {'out_root=DIR' if key == 'out_root' else 'run=NAME (a/b nests folders)'}")
+
+
+def _refuse_misplaced(paths: "results.RunPaths") -> None:
+    """A run folder inside another run or with a staging name: one line."""
     try:
         results.check_placement(paths.final)
     except results.RunPlacement as e:
         fail(f"run: {e.path} {e.reason}; allowed: a run folder of its own, outside every other run "
              "(choose another run=NAME or out_root=DIR)")
+
+
+def _refuse_taken(paths: "results.RunPaths", overwrite: bool, *, resume: bool = False) -> None:
+    """A run folder inside another run or with a staging name, or a taken one: one line.
+    ``resume``: the run continues the checkpoint beside its folder, so the hint is what a resume
+    accepts."""
+    _refuse_misplaced(paths)
     try:
         results.check_free(paths.final, overwrite=overwrite)
     except results.RunExists as e:
-        hint = ("pass overwrite=true to replace it, or choose another run=NAME"
-                if e.reason == "already holds a finished run" else "choose another run=NAME or out_root=DIR")
+        ck = results.resumable_dir(paths.final)
+        if resume and ck.is_dir():
+            hint = (f"overwrite=true to replace it with the resumed run (`certdp resume {ck} overwrite=true`), or move "
+                    f"{e.path} elsewhere first" if e.reason == "already holds a finished run" else
+                    f"move {e.path} elsewhere first (the checkpoint {ck} lands there)")
+        else:
+            hint = ("pass overwrite=true to replace it, or choose another run=NAME"
+                    if e.reason == "already holds a finished run" else "choose another run=NAME or out_root=DIR")
         fail(f"run: {e.path} {e.reason}; allowed: {hint}")
 
 
@@ -252,12 +292,18 @@ class RunGuard(_HydraCallback):
 
     def on_run_start(self, config, **kwargs) -> None:
         paths = _run_paths(str(config.hydra.run.dir), "hydra.run.dir")
-        _refuse_taken(paths, _overwrite_flag(config.get("overwrite", False)))
+        _refuse_long_names(paths.final, config.get("out_root", None))
+        overwrite = _overwrite_flag(config.get("overwrite", False))
+        if config.get("resume", False) is True:   # a taken folder may hold this very run: execute decides
+            _refuse_misplaced(paths)
+        else:
+            _refuse_taken(paths, overwrite)
         self._writable(paths.staging, config)
         STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
 
     def on_multirun_start(self, config, **kwargs) -> None:
         sweep = Path(os.path.abspath(str(config.hydra.sweep.dir)))
+        _refuse_long_names(sweep / "0", config.get("out_root", None))
         try:
             results.check_placement(sweep / "job")          # the sweep folder and every folder above it
         except results.RunPlacement as e:
@@ -315,22 +361,29 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
         try:
             logs.enter_context(file_log(paths.staging / "log.txt"))
             overwrite = _overwrite_flag(cfg.get("overwrite", False))
-            _refuse_taken(paths, overwrite)
+            _refuse_long_names(paths.final, out_root)
+            d = OmegaConf.to_container(cfg, resolve=True)
+            settings = job_settings(command, d, job)
+            from certdp import resuming
+            if settings.run.resume and resuming.holds_this_run(paths.final, command, d) \
+                    and not results.resumable_dir(paths.final).exists():
+                results.discard(paths)           # a resumed sweep keeps the jobs it finished
+                LANDED.append(paths.final)
+                say(f"certdp {command}: {paths.final} already holds this run (same settings and inputs), kept")
+                return
+            _refuse_taken(paths, overwrite, resume=settings.run.resume)
             mod_name, fn_name = target.split(":")
             try:
                 runner = getattr(importlib.import_module(mod_name), fn_name)
             except ModuleNotFoundError:
-                fail(f"command '{command}' is not available in this build")
-            d = OmegaConf.to_container(cfg, resolve=True)
-            settings = job_settings(command, d, job)
+                fail(f"{command}: not available in this build; allowed: the commands `certdp --help` lists")
             inputs = results.input_records(d)        # the files as this run reads them (run.json)
             results.write_config(paths.staging / results.CONFIG_FILE, d)
-            from certdp.resuming import resume_session
-            session, resumed = resume_session(command, d, settings.run, paths, interrupt=interrupt_now,
-                                              log_file=paths.staging / "log.txt")
+            session, resumed = resuming.resume_session(command, d, settings.run, paths, inputs=inputs,
+                                                       interrupt=interrupt_now, log_file=paths.staging / "log.txt")
             if resumed != paths:                 # the newest checkpoint of these settings names the run
                 paths = resumed
-                _refuse_taken(paths, overwrite)
+                _refuse_taken(paths, overwrite, resume=True)
             checkpoint.activate(session)
             frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
             checkpoint.activate(None)
@@ -346,8 +399,8 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
                 except results.RunExists as e:
                     landed = results.commit_elsewhere(paths)
                     typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
-            if session is not None and session.folder is not None:
-                shutil.rmtree(session.folder, ignore_errors=True)      # the run landed: its checkpoint is spent
+            if session is not None and session.own_folder() is not None:
+                shutil.rmtree(session.own_folder(), ignore_errors=True)    # the run landed: its checkpoint is spent
             for name, rows in written:
                 log.info("wrote %s (%d rows)", landed / name, rows)
             LANDED.append(landed)
@@ -361,25 +414,25 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
         except (ConfigError, DataUnavailable) as e:
             results.discard(paths)
             data = isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
-            if session is not None and session.folder is not None and not data:
-                shutil.rmtree(session.folder, ignore_errors=True)     # these settings cannot complete
+            if session is not None and not session.resumed and session.own_folder() is not None and not data:
+                # a checkpoint this very process began, of settings that cannot complete; one it
+                # resumed is the user's and stays, whatever the refusal
+                shutil.rmtree(session.own_folder(), ignore_errors=True)
             fail(data_refusal(e) if data else str(e))
         except OSError as e:
             if landed is None:
                 results.discard(paths)
                 fail(io_error_message(e, out_root))
-            fail(f"{io_error_message(e)}; the run itself is complete: {landed}")
+            problem, _, allowed = io_error_message(e).partition("; allowed: ")
+            fail(f"{problem}; the run itself is complete: {landed}; allowed: {allowed}")
         except KeyboardInterrupt as e:
             ignore_signals()
             if landed is not None:
                 interrupted(e, f"the run had finished: {landed}")
-            from certdp.resuming import keep_checkpoint
-            kept = keep_checkpoint(session, log_file=paths.staging / "log.txt")
-            results.discard(paths)
+            from certdp.resuming import interrupted_checkpoint
             what = f"({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)")
-            if kept:
-                what += (f"; its checkpoint is kept: continue with `certdp resume {kept.folder}` or the same "
-                         "command with resume=true")
+            what += interrupted_checkpoint(session, e, log_file=paths.staging / "log.txt")
+            results.discard(paths)
             interrupted(e, f"this run was not written {what}; the {len(LANDED)} runs before it are complete"
                         if LANDED else f"nothing was written {what}")
         finally:

@@ -16,8 +16,9 @@ from certdp import checkpoint
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM inside a command: handled alike (nothing half-written), exit 128 + signum."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, *, late: bool = False):
         self.signum = signum
+        self.late = late        # the step in progress outlasted SIGNAL_GRACE_S: steps since the last save are lost
         super().__init__(signal.Signals(signum).name)
 
 
@@ -42,7 +43,7 @@ def _on_signal(signum, frame) -> None:
 
 def _arm_grace(signum: int) -> None:
     def expired(_s, _f):
-        raise Interrupted(signum)
+        raise Interrupted(signum, late=True)
     try:
         signal.signal(signal.SIGALRM, expired)
         signal.setitimer(signal.ITIMER_REAL, SIGNAL_GRACE_S)

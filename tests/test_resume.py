@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from certdp import checkpoint, results
+from certdp.errors import ConfigError
 from test_e2e import run, sklearn_csv
 
 FX = Path(__file__).parent / "fixtures" / "mnist_tiny.pkl.gz"
@@ -237,7 +238,7 @@ def test_figures_list_shows_the_time_measured_on_this_machine(tmp_path, monkeypa
 def test_a_signal_held_past_a_loops_last_step_is_acted_on_when_the_loop_ends(tmp_path):
     raised = []
     s = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=None, progress_s=None,
-                           record={"format": checkpoint.STATE_FORMAT}, interrupt=raised.append)
+                           record={"format": checkpoint.STATE_FORMAT, checkpoint.ID_KEY: "t"}, interrupt=raised.append)
     with s.loop("nominal", total=2) as lp:
         lp.tick(1, lambda: {"x": 1})
         assert s.signal(15) and not s.signal(15)            # held once; a second one acts at once
@@ -258,3 +259,213 @@ def test_a_long_loop_logs_its_estimate_after_its_second_step(caplog, monkeypatch
                 lp.tick(t + 1, dict)
     msgs = [r.getMessage() for r in caplog.records if "estimate" in r.getMessage()]
     assert len(msgs) == 1 and msgs[0].startswith("dpsgd estimate: 5 steps") and "draws=3" in msgs[0]
+
+
+# ------------------------------------------------------------------ no data lost, no wrong result (issue 28)
+def cut_run(argv, out: Path, at: int, monkeypatch, name: str = "cut") -> tuple[Path, Path]:
+    """``argv`` (California-shaped) with ``run=name``, SIGTERMed after ``at`` loop steps: (final, checkpoint)."""
+    monkeypatch.setenv(checkpoint.TEST_SIGNAL_ENV, str(at))
+    code, err = run([*argv, f"run={name}", "checkpoint_minutes=0"], out)
+    monkeypatch.delenv(checkpoint.TEST_SIGNAL_ENV)
+    final = out / "agtr" / "csv" / name
+    assert code == 143 and "its checkpoint is kept" in err, err
+    return final, results.resumable_dir(final)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def one_line(err: str, key: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"certdp: error: {key}: ") and "; allowed: " in lines[0], lines[0]
+    return lines[0]
+
+
+def no_staging(out: Path) -> bool:
+    return not [p for p in out.rglob("*") if results.INCOMPLETE in p.name]
+
+
+def test_a_refused_resume_keeps_the_checkpoint(reference, tmp_path, monkeypatch):
+    """Item 5: the csv moved away, or re-saved with ';', refuses the resume in one line and leaves
+    the checkpoint as it was; a refusal that no input check foresaw (planted: the check removed)
+    keeps a resumed checkpoint too; with the file back the resume writes the uninterrupted CSVs."""
+    argv, ref = reference["california"]
+    out = tmp_path / "o"
+    csv = Path(next(a for a in argv if a.startswith("dataset.path=")).split("=", 1)[1])
+    original = csv.read_bytes()
+    final, ck = cut_run(argv, out, 3, monkeypatch)
+    kept = snapshot(ck)
+    try:
+        csv.rename(csv.with_suffix(".moved"))
+        code, err = run(["resume", str(final)], out)
+        assert code == 2 and ck.is_dir() and snapshot(ck) == kept, err
+        assert "gone" in one_line(err, "dataset.path")
+        csv.write_bytes(original.replace(b",", b";"))
+        code, err = run(["resume", str(final)], out)
+        assert code == 2 and snapshot(ck) == kept and "changed" in one_line(err, "dataset.path")
+        from certdp import resuming
+        monkeypatch.setattr(resuming, "_check_inputs", lambda *a: None)      # the loader refuses instead
+        code, err = run(["resume", str(final)], out)
+        assert code == 2 and one_line(err, "dataset.target") and snapshot(ck) == kept, err
+        monkeypatch.undo()
+    finally:
+        csv.write_bytes(original)
+        csv.with_suffix(".moved").unlink(missing_ok=True)
+    assert no_staging(out) and not final.exists()
+    code, err = run(["resume", str(final)], out)
+    assert code == 0, err
+    assert csvs(final) == ref and not ck.exists()
+
+
+def test_a_resume_whose_input_changed_is_refused(reference, tmp_path, monkeypatch):
+    """Item 6: the checkpoint records its inputs' checksums (as run.json does); one changed value
+    in the csv refuses `certdp resume` and `resume=true` in one line naming dataset.path."""
+    argv, ref = reference["california"]
+    out = tmp_path / "o"
+    csv = sklearn_csv(tmp_path, "diabetes")          # this test's own copy: it edits it
+    argv = [a if not a.startswith("dataset.path=") else f"dataset.path={csv}" for a in argv]
+    final, ck = cut_run(argv, out, 11, monkeypatch)
+    original = csv.read_bytes()
+    lines = original.decode().splitlines()
+    lines[5] = lines[5].replace(lines[5].split(",")[0], "0.5", 1)       # one feature of one record
+    csv.write_text("\n".join(lines) + "\n")
+    kept = snapshot(ck)
+    for cmd in (["resume", str(final)], [*argv, "run=cut", "resume=true"]):
+        code, err = run(cmd, out)
+        line = one_line(err, "dataset.path")
+        assert code == 2 and "changed since the interrupted run read it" in line and snapshot(ck) == kept
+    assert not final.exists() and no_staging(out)
+    rec = checkpoint.read_record(ck)
+    assert [(r["key"], r["path"]) for r in rec["inputs"]] == [("dataset.path", str(csv.resolve()))]
+    csv.write_bytes(original)
+    code, err = run(["resume", str(final)], out)
+    assert code == 0 and csvs(final) == ref, err
+    import json
+    assert json.loads((final / results.RUN_MARKER).read_text())["inputs"] == rec["inputs"]
+
+
+def test_a_state_is_tied_to_its_checkpoint(tmp_path, monkeypatch, reference):
+    """Item 7: state.pt copied from another checkpoint is refused in one line (no staging folder
+    left, both checkpoints kept); a second run of the same name never writes into the first's
+    checkpoint; a loop's saved step beyond its settings' steps is refused."""
+    argv, _ = reference["california"]
+    out = tmp_path / "o"
+    final, ck = cut_run(argv, out, 3, monkeypatch)
+    other = [a if not a.startswith("train.lr=") else "train.lr=0.07" for a in argv]
+    _, ck2 = cut_run(other, out, 5, monkeypatch, name="other")
+    (ck / checkpoint.STATE_FILE).write_bytes((ck2 / checkpoint.STATE_FILE).read_bytes())
+    kept, kept2 = snapshot(ck), snapshot(ck2)
+    for cmd in (["resume", str(final)], [*argv, "run=cut", "resume=true"]):
+        code, err = run(cmd, out)
+        assert code == 2 and "is not this checkpoint's" in one_line(err, "resume")
+    assert snapshot(ck) == kept and snapshot(ck2) == kept2 and no_staging(out)
+
+    # two sessions of one name: the second finds the folder the first created and leaves it alone
+    from certdp.resuming import _checkpoint_record
+    folder = tmp_path / "same.resumable"
+    a = checkpoint.Session(folder=folder, interval_s=0, progress_s=None,
+                           record=_checkpoint_record("agtr", {"a": 1}, [], folder))
+    b = checkpoint.Session(folder=folder, interval_s=0, progress_s=None,
+                           record=_checkpoint_record("agtr", {"b": 2}, [], folder))
+    with a.loop("nominal", total=400) as la, b.loop("nominal", total=400) as lb:
+        la.tick(1, lambda: {"x": 1})
+        lb.tick(401, lambda: {"x": 2})
+    assert b.displaced == folder and b.own_folder() is None and a.own_folder() == folder
+    rec, entries = checkpoint.load(folder)
+    assert rec["config"] == {"a": 1} and entries["nominal#0"]["step"] == 1
+    # a state whose step lies beyond the loop's (only a foreign state can): refused, never run on
+    s = checkpoint.Session(folder=folder, interval_s=None, progress_s=None, restored={
+        "nominal#0": {"step": 401, "total": 400, "state": {}, "rng": checkpoint.rng_state(), "done": False}})
+    with pytest.raises(ConfigError, match="holds step 401 of 400"):
+        s.loop("nominal", total=400)
+
+
+def test_a_moved_checkpoint_continues_where_it_lies(reference, tmp_path, monkeypatch):
+    """Item 7: a checkpoint moved below another out_root continues there and lands beside it (the
+    CSVs of the uninterrupted run); moved out of any <out_root>/<command>/<dataset>/ it is refused
+    in one line naming where it was written, never started over elsewhere."""
+    argv, ref = reference["california"]
+    out = tmp_path / "o"
+    final, ck = cut_run(argv, out, 11, monkeypatch)
+    loose = tmp_path / "loose" / ck.name
+    loose.parent.mkdir()
+    ck.rename(loose)
+    kept = snapshot(loose)
+    code, err = run(["resume", str(loose)], out)
+    line = one_line(err, "resume")
+    assert code == 2 and "lies outside" in line and str(ck) in line and snapshot(loose) == kept
+    assert not final.exists() and not list((out / "agtr" / "csv").iterdir())      # nothing started elsewhere
+    moved = tmp_path / "elsewhere" / "agtr" / "csv" / ck.name
+    moved.parent.mkdir(parents=True)
+    loose.rename(moved)
+    code, err = run(["resume", str(moved)], tmp_path / "elsewhere")      # (its own out_root: the helper passes one)
+    landed = moved.with_name("cut")
+    assert code == 0 and csvs(landed) == ref and not moved.exists(), err
+    assert f"written at {ck}" in (landed / "log.txt").read_text()
+
+
+def test_the_messages_lead_somewhere(reference, tmp_path, monkeypatch):
+    """Item 8: a resume refused by a finished run in its folder says what `certdp resume` accepts
+    (and it works); `certdp rerun` of a checkpoint points to `certdp resume`."""
+    argv, ref = reference["california"]
+    out = tmp_path / "o"
+    final, ck = cut_run(argv, out, 3, monkeypatch)
+    code, err = run([*argv, "run=other", "train.steps=2"], out)
+    assert code == 0, err
+    (out / "agtr" / "csv" / "other").rename(final)            # a finished run now holds the folder
+    code, err = run(["resume", str(final)], out)
+    line = one_line(err, "run")
+    assert code == 2 and f"`certdp resume {ck} overwrite=true`" in line and ck.is_dir(), line
+    code, err = run(["resume", str(ck), "overwrite=true"], out)
+    assert code == 0 and csvs(final) == ref and not ck.exists(), err
+    _, ck = cut_run(argv, out, 3, monkeypatch, name="again")
+    for target in (ck, ck.with_name("again")):
+        code, err = run(["rerun", str(target)], out)
+        assert code == 2 and f"`certdp resume {ck}`" in one_line(err, "RUN_DIR")
+
+
+def test_an_interrupted_sweep_says_how_to_finish_it(reference, tmp_path, monkeypatch):
+    """Item 8: the message of a sweep cut in its second job continues the whole sweep: the
+    finished job is kept, the cut one continues (the uninterrupted CSVs), in the same folder."""
+    argv, ref = reference["california"]
+    out = tmp_path / "o"
+    sweep = ["agtr", "-m", *[a for a in argv[1:] if not a.startswith("train.steps=")]]
+    monkeypatch.setenv(checkpoint.TEST_SIGNAL_ENV, "6")      # job 0 (2 + 2 steps) finishes, job 1 is cut
+    code, err = run([*sweep, "train.steps=2,8", "checkpoint_minutes=0"], out)
+    monkeypatch.delenv(checkpoint.TEST_SIGNAL_ENV)
+    assert code == 143, err
+    (folder,) = (out / "agtr" / "csv").iterdir()
+    hint = f"resume=true hydra.sweep.dir={folder}"
+    assert hint in err and "saved at nominal#0 step 6 of 8" in err, err
+    first = (folder / "0" / "results.csv").stat().st_mtime_ns
+    code, err = run([*sweep, "train.steps=2,8", *hint.split()], out)
+    assert code == 0, err
+    assert (out / "agtr" / "csv").iterdir().__next__() == folder and len(list((out / "agtr" / "csv").iterdir())) == 1
+    assert (folder / "0" / "results.csv").stat().st_mtime_ns == first and csvs(folder / "1") == ref
+    assert not results.resumable_dir(folder / "1").exists()
+
+
+def test_a_signal_whose_grace_runs_out_says_which_step_is_kept(reference, tmp_path, monkeypatch):
+    """Item 8: a step that outlasts the signal's grace: the message names the saved step and the
+    steps lost since."""
+    import os
+    import signal
+    import time
+
+    from certdp import signals
+    argv, _ = reference["california"]
+    monkeypatch.setattr(signals, "SIGNAL_GRACE_S", 0.05)
+    tick = checkpoint.Session._tick
+
+    def slow_step(self, lp, state):
+        if self.ticks == 4:                     # SIGTERM during step 5, which then takes 5 s
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        tick(self, lp, state)
+    monkeypatch.setattr(checkpoint.Session, "_tick", slow_step)
+    code, err = run([*argv, "run=cut", "checkpoint_minutes=0"], tmp_path / "o")
+    assert code == 143 and len(err.strip().splitlines()) == 1, err
+    assert "saved at nominal#0 step 4 of 8; lost because the step in progress outlasted the signal's grace: " \
+           "1 step(s) of nominal#0 done since that save" in err, err

@@ -376,3 +376,20 @@ def test_cached_model_folder_with_wrong_weights_is_kept_aside(tmp_path, monkeypa
     assert "\n" not in str(e.value) and "checksum mismatch" in str(e.value) and found in str(e.value)
     assert not folder.exists()
     assert (tmp_path / "models" / f"enc.bad-{found[:8]}" / "model.safetensors").read_bytes() == b"wrong weights"
+
+
+# ------------------------------------------------------------------------------ long names
+@pytest.mark.parametrize("part,key", [("run", "run"), ("run240", "run"), ("out_root", "out_root")])
+def test_a_folder_name_too_long_is_one_line(tmp_path, part, key):
+    """A run= or out_root part longer than a folder name may be (255 bytes; a run's own name
+    keeps room for the ending of its staging folder), below a folder that exists: one line, exit
+    2, nothing created (not `OSError: [Errno 36] File name too long`)."""
+    from test_e2e import run
+    long = "x" * (240 if part == "run240" else 300)
+    out = tmp_path / long if key == "out_root" else tmp_path
+    argv = ["agtr", *SMALL] + ([f"run={long}"] if key == "run" else [])
+    code, err = run(argv, out)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"certdp: error: {key}: the folder name ") and "; allowed: a shorter " in lines[0]
+    assert list(tmp_path.iterdir()) == []

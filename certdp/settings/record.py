@@ -6,8 +6,8 @@ a staging or replaced folder, no ``run.json``), a ``run.json`` that does not fol
 a ``config.yaml`` whose SHA-256 differs from the one ``run.json`` recorded (edited after the run:
 a removed ``seed`` would otherwise silently become the default 0), a ``config.yaml`` of another
 layout (``config_format``) or without the keys every run writes.  Input files (``dataset.path``,
-``queries``) whose checksum changed since the run are not refused -- the rerun reads them as they
-are now -- but reported (:attr:`RunRecord.warnings`).
+``queries``) whose checksum changed since the run are reported (:attr:`RunRecord.warnings`,
+:attr:`RunRecord.changes`); ``certdp rerun`` refuses them (its point is the same CSVs).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 @dataclass(frozen=True)
 class RunRecord:
     """What ``certdp rerun`` replays: the command, the config as the run wrote it, and the
-    warnings about inputs that changed since."""
+    warnings about inputs that changed since (``changes``: their :func:`input_changes` tuples)."""
     run_dir: Path
     command: str
     config: dict
     version: str
     warnings: tuple[str, ...] = ()
+    changes: tuple[tuple[str, str, str, str | None], ...] = ()
 
 
 def _field(doc: Any, name: str, kinds, path: Path, prefix: str = "run.json") -> Any:
@@ -116,20 +117,32 @@ def load_run_record(run_dir: str | Path, *, commands: Sequence[str]) -> RunRecor
     if cfg.get("command") != rec["command"]:
         raise ConfigError("config.yaml.command", f"got {cfg.get('command')!r:.40} in {shown(cfg_path)}, run.json says "
                                                  f"{rec['command']!r}; allowed: the files of one run")
-    return RunRecord(src, rec["command"], cfg, rec["certdp_version"], tuple(input_warnings(rec["inputs"], cfg)))
+    return RunRecord(src, rec["command"], cfg, rec["certdp_version"], tuple(input_warnings(rec["inputs"], cfg)),
+                     tuple(input_changes(rec["inputs"], cfg)))
 
 
-def input_warnings(recorded: list[dict], cfg: dict) -> list[str]:
-    """One line per input whose file is not what the run read (changed, moved or gone)."""
+def input_changes(recorded: list[dict], cfg: dict) -> list[tuple[str, str, str, str | None]]:
+    """``(key, how, recorded path, path now)`` for each input file a run or checkpoint recorded
+    (:func:`certdp.results.input_records`) that is not what ``cfg`` reads now; ``how``: ``gone``
+    (missing or unreadable), ``moved`` (another path) or ``changed`` (another SHA-256).  The one
+    comparison behind ``certdp rerun``'s warnings and the refusal of a resume whose inputs
+    changed (:mod:`certdp.resuming`)."""
     now = {r["key"]: r for r in results.input_records(cfg)}
     out = []
     for r in recorded:
         cur = now.get(r["key"])
         if cur is None:
-            out.append(f"{r['key']}: {r['path']} is gone or unreadable since the run")
+            out.append((r["key"], "gone", r["path"], None))
         elif cur["path"] != r["path"]:
-            out.append(f"{r['key']}: now reads {cur['path']}, the run read {r['path']}")
+            out.append((r["key"], "moved", r["path"], cur["path"]))
         elif cur["sha256"] != r["sha256"]:
-            out.append(f"{r['key']}: {r['path']} changed since the run (its SHA-256 differs from run.json's); "
-                       "the rerun reads it as it is now, so its results may differ")
+            out.append((r["key"], "changed", r["path"], cur["path"]))
     return out
+
+
+def input_warnings(recorded: list[dict], cfg: dict) -> list[str]:
+    """One line per input whose file is not what the run read (changed, moved or gone)."""
+    said = {"gone": "{was} is gone or unreadable since the run", "moved": "now reads {now}, the run read {was}",
+            "changed": "{was} changed since the run (its SHA-256 differs from run.json's); the rerun reads it as it "
+                       "is now, so its results may differ"}
+    return [f"{key}: " + said[how].format(was=was, now=now) for key, how, was, now in input_changes(recorded, cfg)]
