@@ -1,0 +1,146 @@
+"""The hostile-input prober (``tools/prober``): a package without import cycles whose layers only
+import down, a catalogue whose probes are well formed, a judge that flags what the issues count
+as failures, and (slow) passes of a fast subset and of ``--quick`` that come out green."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tools.prober as prober
+from tools.prober.catalogue import build
+from tools.prober.fixtures import NEEDS
+from tools.prober.judge import judge
+from tools.prober.model import BEHAVIOURS, FAILURE_KIND, OK, Probe
+from tools.prober.specials import SPECIALS
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tools" / "prober"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The tools.prober modules a file imports (anywhere in it), relative to the package."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for n in names:
+            if n.startswith("tools.prober."):
+                out.add(n[len("tools.prober."):])
+    mods = {_module(p) for p in PACKAGE.rglob("*.py")}
+    return {n for n in out if n in mods or n.rsplit(".", 1)[0] in mods}
+
+
+def _layer(mod: str) -> int:
+    return prober.LAYERS.index(mod.split(".")[0])
+
+
+def test_the_prober_imports_only_down_its_layers_and_has_no_cycle():
+    files = {_module(p): p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE}
+    graph = {}
+    for mod, path in files.items():
+        deps = {d if d in files else d.rsplit(".", 1)[0] for d in _imports(path)} - {mod}
+        graph[mod] = deps
+        for d in deps:
+            top_m, top_d = mod.split(".")[0], d.split(".")[0]
+            assert _layer(d) <= _layer(mod), f"tools.prober.{mod} imports tools.prober.{d}, a layer above it"
+            assert top_m == top_d or _layer(d) < _layer(mod), (mod, d)
+    seen, done = set(), set()
+
+    def visit(m, path):
+        assert m not in seen or m in done, f"import cycle: {' -> '.join(path + [m])}"
+        if m in done:
+            return
+        seen.add(m)
+        for d in graph.get(m, ()):
+            visit(d, path + [m])
+        done.add(m)
+    for m in graph:
+        visit(m, [])
+    assert "sys.modules" not in "".join(p.read_text() for p in (ROOT / "tools").rglob("*.py"))
+
+
+def test_every_file_of_tools_and_its_tests_is_at_most_500_lines():
+    for p in [*(ROOT / "tools").rglob("*.py"), Path(__file__)]:
+        assert len(p.read_text().splitlines()) <= 500, p
+
+
+def test_the_catalogue_is_well_formed():
+    probes = build()
+    ids = [p.id for p in probes]
+    assert len(ids) == len(set(ids)) and len(probes) > 800
+    for p in probes:
+        assert p.expect in ("refuse", "run", "either", "usage", "info", "special"), p.id
+        assert not p.special or p.special in SPECIALS, p.id
+        assert p.extra.get("needs") in NEEDS | {None}, p.id
+        if p.extra.get("hardening"):
+            assert p.extra.get("correct"), f"{p.id} does not state what outcome is correct"
+    assert set(FAILURE_KIND) == set(BEHAVIOURS) - set(OK)
+
+
+def test_the_prober_flags_what_the_issue_counts_as_failures(tmp_path):
+    """The prober's judge on planted outcomes: a refusal without its allowed part, a refusal
+    naming another key, a multi-line usage error, a traceback, outputs/ left in the cwd."""
+    p = Probe("x", ["agtr", "train.lr=abc"], "refuse", ("train.lr",))
+
+    def behaviour(se, rc=2, out=tmp_path):
+        return judge(p, rc, "", se, False, out, p.argv, 1.0)["behaviour"]
+    assert behaviour("certdp: error: train.lr: not a number; allowed: a finite number > 0\n") == "refused-ok"
+    assert behaviour("certdp: error: train.lr: not a number\n") == "no-allowed-part"
+    assert behaviour("certdp: error: train.lr: not a number; allowed: \n") == "no-allowed-part"
+    assert behaviour("certdp: error: config: not a number; allowed: x\n") == "wrong-key"
+    assert behaviour("Traceback (most recent call last):\nValueError: x\n", rc=1) == "traceback"
+    (tmp_path / "outputs").mkdir()
+    assert behaviour("certdp: error: train.lr: not a number; allowed: x\n") == "unclean-refusal"
+    u = Probe("u", ["--bogus"], "usage", extra={"token": "--bogus"})
+    assert judge(u, 2, "", "Usage: certdp\nError: no such option --bogus\n", False, tmp_path, [], 1.0)["behaviour"] \
+        == "unclean-refusal"
+
+
+def _prober(*args, tmp_path, timeout=1200) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools.prober", "--root", str(ROOT), "--jobs", "1",
+                           "--out", str(tmp_path), *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+def _rows(tmp_path) -> pd.DataFrame:
+    (csv,) = tmp_path.glob("pass-*/probes.csv")
+    return pd.read_csv(csv, keep_default_na=False)
+
+
+# the probes of the surfaces that run in seconds (no finished run needed)
+PROBER_SUBSET = (r"^(predict:(format 1|deep|binary|header|dup|staging|output is)|figures:experiment file "
+                 r"(runs-scalar|run-scalar|profiles-list|laughs)|agtr:run=|"
+                 r"feasibility:feasibility\.confidence\.values)")
+
+
+@pytest.mark.slow
+def test_a_fast_subset_of_the_prober_is_green(tmp_path):
+    r = _prober("--surfaces", "--only", PROBER_SUBSET, tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = _rows(tmp_path)
+    assert len(rows) >= 40
+    bad = rows[~rows.got.isin(["refused-ok", "ran-ok", "skipped"])]
+    assert bad.empty, bad[["id", "got", "note", "stderr_first"]].to_string()
+
+
+@pytest.mark.slow
+def test_probe_quick_runs(tmp_path):
+    """``--quick`` (the device probes) through the script entry point, from another folder."""
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "probe.py"), "--root", str(ROOT), "--quick",
+                        "--out", str(tmp_path / "probe"), "--jobs", "1"], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)
+    assert r.returncode == 0 and "refused-ok" in r.stdout, r.stderr[-2000:]

@@ -1,0 +1,9 @@
+"""The special probes: each a function ``(probe, ctx, folder) -> dict`` (``behaviour``, ``note``,
+``named``, ``first``, ``last``, and the ``argv`` and ``rc`` it ran), by the name a probe's
+``special`` gives."""
+
+from __future__ import annotations
+
+from tools.prober.specials import runs, surfaces
+
+SPECIALS = {**runs.SPECIALS, **surfaces.SPECIALS}
