@@ -85,9 +85,12 @@ def test_the_catalogue_is_well_formed():
     for p in probes:
         assert p.expect in ("refuse", "run", "either", "usage", "info", "special"), p.id
         assert not p.special or p.special in SPECIALS, p.id
-        assert p.extra.get("needs") in NEEDS | {None}, p.id
+        assert p.extra.get("needs") in NEEDS | {None} and p.extra.get("fixture") in NEEDS | {None}, p.id
         if p.extra.get("hardening"):
             assert p.extra.get("correct"), f"{p.id} does not state what outcome is correct"
+            assert 1 <= p.extra.get("item", 0) <= 16, p.id
+    items = {p.extra["item"] for p in probes if p.extra.get("hardening")}
+    assert items == set(range(1, 17)), f"issue 28's items without a probe: {set(range(1, 17)) - items}"
     assert set(FAILURE_KIND) == set(BEHAVIOURS) - set(OK)
 
 
@@ -144,3 +147,68 @@ def test_probe_quick_runs(tmp_path):
                         "--out", str(tmp_path / "probe"), "--jobs", "1"], capture_output=True, text=True,
                        timeout=600, cwd=tmp_path)
     assert r.returncode == 0 and "refused-ok" in r.stdout, r.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- the hardening probes' judges (issue 28)
+def test_the_neighbour_judge_flags_what_one_private_record_may_not_decide():
+    """Planted outcomes of an unmodified copy's run and a changed copy's: the same everything is
+    fine; a refusal, a moved split, a published preprocessing that differs or the planted value
+    in a message is a privacy leak; noise in the released parameters is not."""
+    from tools.prober.specials.loaders import compare
+    doc = {"format": "certdp.released/2", "preprocessing": {"shift": [0.1], "scale": [1.0]},
+           "releases": [{"mechanism": "laplace_p", "epsilon": 1.0}]}
+
+    def record(rc=0, said="AGS on adult", shift=0.1, n=(30162, 14060)):
+        return {"argv": ["ags"], "rc": rc, "se": "" if rc == 0 else "certdp: error: dataset: x; allowed: y\n",
+                "to": False, "said": said, "sizes": (n,), "problems": [],
+                "published": {"released.json": {**doc, "preprocessing": {**doc["preprocessing"], "shift": [shift]}}}}
+    base = record()
+    assert compare(base, record(), tokens=("Mars",), numbers=(12,))["behaviour"] == "ran-ok"
+    assert compare(base, record(rc=2), tokens=("Mars",))["behaviour"] == "privacy-leak"
+    assert compare(base, record(shift=0.2))["behaviour"] == "privacy-leak"
+    assert "preprocessing.shift" in compare(base, record(shift=0.2))["note"]
+    assert compare(base, record(n=(30161, 14060)))["behaviour"] == "privacy-leak"
+    assert compare(base, record(said="unexpected native_country values ['Mars']"),
+                   tokens=("Mars",))["behaviour"] == "privacy-leak"
+    assert compare(base, record(said="adult.data record 12 has a text age"), numbers=(12,))["behaviour"] == \
+        "privacy-leak"
+    assert compare(record(rc=2), record())["behaviour"] == "inconclusive"
+
+
+def test_published_files_are_compared_without_their_noise(tmp_path):
+    import json
+
+    from tools.prober.specials.loaders import differences, published
+    for name, params in (("a", [1.0, 2.0]), ("b", [3.0, 4.0])):
+        (tmp_path / name / "publish").mkdir(parents=True)
+        (tmp_path / name / "publish" / "released.json").write_text(json.dumps(
+            {"releases": [{"epsilon": 1, "parameters": params}], "preprocessing": {"shift": [0.0]}}))
+    assert differences(published(tmp_path / "a"), published(tmp_path / "b")) == []
+    (tmp_path / "b" / "publish" / "README.txt").write_text("x")
+    assert differences(published(tmp_path / "a"), published(tmp_path / "b")) == ["README.txt"]
+
+
+def test_the_house_probes_read_what_they_judge():
+    from tools.prober.specials.audits import _rates
+    from tools.prober.specials.house import _predictions, readme_commands
+    assert readme_commands((ROOT / "README.md").read_text())[:1] and \
+        all(not c.startswith("#") and c != "make install" for c in readme_commands((ROOT / "README.md").read_text()))
+    assert readme_commands("# x\n## The two first commands\n\n```bash\nmake install  # a\ncertdp agtr  # b\n```\n") \
+        == ["certdp agtr"]
+    assert _predictions("mechanism,epsilon,row,prediction\nlaplace_p,1,0,1\nlaplace_p,1,1,0\n") == {0: "1", 1: "0"}
+    assert _predictions("no csv\n") == {}
+    cache = {"train/mlp": {"overhead": 0.04, "unit": 1.6e-8}, "ibp-tau/mlp": {"overhead": 0.4, "unit": 1e-15}}
+    assert [k for k, v in _rates(cache) if not v >= 1e-12] == ["ibp-tau/mlp.unit"]
+
+
+def test_the_judge_flags_a_refusal_with_exit_0_and_a_long_usage_error(tmp_path):
+    info = Probe("l", ["list", "settings", "resume"], "info", extra={"no_error": True})
+    assert judge(info, 0, "", "certdp: error: resume: no such command; allowed: agtr\n", False, tmp_path, [],
+                 1.0)["behaviour"] == "misleading"
+    assert judge(info, 0, "  seed = 0: integer\n", "", False, tmp_path, [], 1.0)["behaviour"] == "ran-ok"
+    bare = Probe("b", [], "info", extra={"one_line_or_help": True})
+    assert judge(bare, 2, "", "Usage: certdp\n" + "x\n" * 30, False, tmp_path, [], 1.0)["behaviour"] == \
+        "unclean-refusal"
+    assert judge(bare, 2, "", "certdp: error: COMMAND: missing; allowed: agtr, ...\n", False, tmp_path, [],
+                 1.0)["behaviour"] == "refused-ok"
+    assert judge(bare, 0, "Usage: certdp\n" + "x\n" * 30, "", False, tmp_path, [], 1.0)["behaviour"] == "ran-ok"

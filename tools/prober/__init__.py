@@ -47,8 +47,9 @@ imports only modules listed before it, :data:`LAYERS`; ``tests/test_prober.py`` 
 behaviours), ``tables`` (csv fixtures the tests share), ``process`` (the probe's environment and
 processes), ``checks`` (what a finished run must hold), ``judge``, the fixtures
 (``fixtures_surfaces``, ``fixtures_hardening``, ``fixtures``), the ``catalogue/`` (one module a
-section), ``server`` and ``forking`` (the fork server), ``specials/`` (probes of runs as a whole
-and of the house), ``runner``, ``report``, ``cli``.
+section), ``server`` and ``forking`` (the fork server), ``plant`` (the audit probes' planted
+bugs, a script), ``specials/`` (probes of runs as a whole and of the house), ``runner``,
+``report``, ``cli``.
 
 A whole pass (675 probes) took 15 min with --jobs 2 on the shared 2-core machine at load ~15 (6 min of
 CPU); ``--exec`` gives the same behaviour and exit code on every probe (checked on 82) at ~6x the time.
@@ -57,5 +58,5 @@ CPU); ``--exec`` gives the same behaviour and exit code on every probe (checked 
 # the layers of the package, lowest first: a module imports tools.prober modules of its own layer
 # or an earlier one only (tests/test_prober.py)
 LAYERS = ("bases", "model", "tables", "process", "checks", "judge",
-          "fixtures_surfaces", "fixtures_hardening", "fixtures", "catalogue", "server", "forking", "specials",
+          "fixtures_surfaces", "fixtures_hardening", "fixtures", "catalogue", "server", "plant", "forking", "specials",
           "runner", "report", "cli", "__main__")

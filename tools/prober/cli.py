@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.list:
         for p in probes:
             print(f"{p.id:<70} {p.expect} {'|'.join(p.keys)}")
+            if p.extra.get("correct"):
+                print(f"    correct: {p.extra['correct']}")
         print(f"{len(probes)} probes")
         return
     root = Path(a.root).resolve()
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         root = snapshot_of(root, out)
     t0 = time.time()
     fx = out / "_fixtures"
-    needs = {p.extra.get("needs") for p in probes} - {None}
+    needs = {p.extra.get(k) for p in probes for k in ("needs", "fixture")} - {None}
     have = make_fixtures(fx, a.python, root, needs)
     ctx = Ctx(root, a.python, fx, int(a.mem_gb * (1 << 30)), have, fork=not a.exec)
     print(f"probing {label} with {len(probes)} probes -> {out} (fixtures {time.time() - t0:.0f} s; "

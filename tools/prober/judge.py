@@ -32,6 +32,26 @@ def key_matches(named: str | None, keys: tuple) -> bool:
     return False
 
 
+def lines_info(se: str) -> tuple[list[str], dict]:
+    """The non-empty lines of ``se`` and its first and last line (300 characters each)."""
+    lines = nonempty_lines(se)
+    return lines, {"first": (lines or [""])[0][:300], "last": (lines or [""])[-1][:300]}
+
+
+def refusal_problem(rc, se, keys=()) -> tuple[str, str] | None:
+    """None when ``se`` is one refusal line naming one of ``keys`` with an allowed part."""
+    lines = nonempty_lines(se)
+    if TRACEBACK.search(se):
+        return "traceback", ""
+    if rc != 2 or len(lines) != 1 or not ERRLINE.match(lines[0]):
+        return "unclean-refusal", f"exit {rc}, {len(lines)} stderr line(s)"
+    if keys and not key_matches(ERRLINE.match(lines[0]).group(1), keys):
+        return "wrong-key", f"named {ERRLINE.match(lines[0]).group(1)}"
+    if not re.search(r"; allowed\b[^:;]*: \S", lines[0]):
+        return "no-allowed-part", ""
+    return None
+
+
 def judge(p: Probe, rc, so, se, timed_out, out: Path, argv: list, seconds: float, ctx: Ctx | None = None) -> dict:
     """The behaviour of a regular probe (not a special one) from its exit status ``rc``, its
     standard output ``so`` and error ``se`` and the folder ``out`` it ran in; ``ctx`` gives the
@@ -107,8 +127,14 @@ def judge(p: Probe, rc, so, se, timed_out, out: Path, argv: list, seconds: float
         else:
             got, note = "unclean-refusal", f"exit {rc}"
     elif p.expect == "info":
+        said = [ln for ln in nonempty_lines(so + "\n" + se) if ERRLINE.match(ln)]
         if tb:
             got = "traceback"
+        elif p.extra.get("no_error") and rc == 0 and said:
+            got, note = "misleading", f"exit 0 after a refusal line: {said[0][:120]}"
+        elif p.extra.get("one_line_or_help") and rc != 0:
+            got, note = ("refused-ok", "") if rc == 2 and len(lines) == 1 else \
+                ("unclean-refusal", f"exit {rc}, {len(lines)} stderr line(s): one line or the help with exit 0")
         elif (rc == 0 or (p.extra.get("help_ok") and rc == 2)) and (so.strip() or se.strip()):
             got = "ran-ok"
         else:

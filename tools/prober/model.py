@@ -6,6 +6,7 @@ issue's failure kinds each counts as."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from tools.prober.bases import BASE
@@ -13,10 +14,15 @@ from tools.prober.bases import BASE
 OK = ("refused-ok", "ran-ok")
 BEHAVIOURS = ("refused-ok", "ran-ok", "traceback", "exit0-bad-output", "silent-replacement",
               "wrong-refusal", "wrong-key", "no-allowed-part", "unclean-refusal", "late-refusal", "misleading",
-              "data-loss", "signal-mishandled", "audit-violation", "timeout", "inconclusive")
+              "data-loss", "privacy-leak", "audit-missed", "signal-mishandled", "audit-violation", "timeout",
+              "inconclusive")
 # the issue's acceptance: what each failing behaviour counts as
 FAILURE_KIND = {"traceback": "tracebacks", "data-loss": "data loss", "exit0-bad-output": "wrong results",
                 "silent-replacement": "wrong results", "audit-violation": "wrong results",
+                # a private record decides what is published, or whether the run succeeds or what it says
+                "privacy-leak": "privacy leaks",
+                # an audit passes (exit 0) a planted bug it exists to catch: its verdict is a wrong result
+                "audit-missed": "wrong results",
                 "wrong-key": "refusals without key/allowed part", "no-allowed-part": "refusals without key/allowed part",
                 "unclean-refusal": "unclean or multi-line refusals", "misleading": "misleading messages",
                 "wrong-refusal": "valid input refused", "late-refusal": "late refusals",
@@ -76,7 +82,10 @@ class Table:
         self.probes: list[Probe] = []
         self.ids: set[str] = set()
 
-    def add(self, cmd, over, expect, keys=(), *, base=None, section=None, category=None, pid=None, **kw):
+    def add(self, cmd, over, expect, keys=(), *, base=None, section=None, category=None, pid=None, correct=None,
+            **kw):
+        if correct is not None:                  # what outcome is correct, in words (the new probes say it)
+            kw["extra"] = {**kw.get("extra", {}), "correct": correct}
         base = BASE.get(cmd, []) if base is None else base
         # Hydra's -m must come before the overrides (argparse does not take positionals after it)
         flags = [a for a in over if a in ("-m", "--multirun")]
@@ -104,6 +113,21 @@ class Table:
 
     def either(self, cmd, over, keys, **kw):
         self.add(cmd, over, "either", keys, category=kw.pop("category", "ambiguous"), **kw)
+
+    def special(self, kind: str, pid: str, *, section: str, category: str, timeout: float = 240, **extra) -> None:
+        """A special probe ``kind`` (a function of :mod:`tools.prober.specials`) with its ``extra``."""
+        self.ids.add(pid)
+        self.probes.append(Probe(pid, [], "special", (), section, category, special=kind, timeout=timeout,
+                                 out_root=False, extra=extra))
+
+    @contextmanager
+    def marked(self, **extra):
+        """Every probe added inside the block gets ``extra`` (e.g. ``hardening``, ``item``, ``correct``)."""
+        n0 = len(self.probes)
+        yield self
+        for p in self.probes[n0:]:
+            for k, v in extra.items():
+                p.extra.setdefault(k, v)
 
 
 STR = ["abc"]

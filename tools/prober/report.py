@@ -64,6 +64,13 @@ def summary(rows: list[dict]) -> list[str]:
     kinds = Counter(FAILURE_KIND.get(r["got"], r["got"]) for r in rows if r["got"] not in OK and r["got"] != "skipped")
     for kind in COUNTED:
         out.append(f"  {kind}: {kinds.get(kind, 0)}")
+    items = sorted({r.get("item") for r in rows if str(r.get("item", "")).strip()}, key=lambda i: int(float(i)))
+    if items:
+        out.append("by issue 28 item (probes; failing: behaviour):")
+        for item in items:
+            rs = [r for r in rows if r.get("item") == item]
+            bad = Counter(r["got"] for r in rs if r["got"] not in OK and r["got"] != "skipped")
+            out.append(f"  item {int(float(item)):>2}  {len(rs):>3}" + (f"; {dict(bad)}" if bad else ""))
     perm = sum(1 for r in rows if "perm:" in r["note"])
     if perm:
         out.append(f"  (runs whose CSVs are not mode 0644: {perm})")

@@ -44,7 +44,8 @@ def run_probe(p: Probe, ctx: Ctx, out: Path, servers: Servers | None = None) -> 
 
 
 def row(p: Probe, argv, res: dict, rc, secs) -> dict:
-    return {"id": p.id, "command": (p.argv[0] if p.argv else p.special or ""), "section": p.section,
+    return {"id": p.id, "item": p.extra.get("item", ""),
+            "command": (p.argv[0] if p.argv else p.special or ""), "section": p.section,
             "category": p.category, "expected": p.expect + (f" {'|'.join(p.keys)}" if p.keys else ""),
             "got": res["behaviour"], "exit": "" if rc is None else rc, "seconds": round(secs, 1),
             "named_key": res.get("named", ""), "stderr_first": res.get("first", ""),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from tools.prober.catalogue import agtr, commands, data, hybrid_figures, runs, surfaces
+from tools.prober.catalogue import (agtr, commands, data, house, hybrid_figures, loaders, publish, resume, runs,
+                                    surfaces)
 from tools.prober.model import Probe, Table
 
 
 def build() -> list[Probe]:
-    """Every probe (ids unique; ``--surfaces`` selects those marked ``extra["surface"]``)."""
+    """Every probe (ids unique; ``--surfaces`` and ``--hardening`` select those marked
+    ``extra["surface"]`` and ``extra["hardening"]``)."""
     t = Table()
     agtr.add(t)
     data.add(t)
@@ -15,4 +17,9 @@ def build() -> list[Probe]:
     hybrid_figures.add(t)
     runs.add(t)
     surfaces.build(t)
+    # issue 28: loaders, resume, what is published, the house (each marked extra["hardening"]: --hardening)
+    loaders.add(t)
+    resume.add(t)
+    publish.add(t)
+    house.add(t)
     return t.probes

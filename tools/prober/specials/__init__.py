@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
-from tools.prober.specials import runs, surfaces
+from tools.prober.specials import audits, house, loaders, resume, runs, surfaces
 
-SPECIALS = {**runs.SPECIALS, **surfaces.SPECIALS}
+SPECIALS = {**runs.SPECIALS, **surfaces.SPECIALS, **loaders.SPECIALS, **resume.SPECIALS, **audits.SPECIALS,
+            **house.SPECIALS}

@@ -13,27 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tools.prober.judge import ERRLINE, TRACEBACK, key_matches
-from tools.prober.process import base_env, csv_files, digest, fill, finish, launch, nonempty_lines, run_dirs
-
-
-def _line(se: str) -> tuple[list[str], dict]:
-    lines = nonempty_lines(se)
-    return lines, {"first": (lines or [""])[0][:300], "last": (lines or [""])[-1][:300]}
-
-
-def _refusal(rc, se, keys=()) -> tuple[str, str] | None:
-    """None when ``se`` is one refusal line naming one of ``keys`` with an allowed part."""
-    lines = nonempty_lines(se)
-    if TRACEBACK.search(se):
-        return "traceback", ""
-    if rc != 2 or len(lines) != 1 or not ERRLINE.match(lines[0]):
-        return "unclean-refusal", f"exit {rc}, {len(lines)} stderr line(s)"
-    if keys and not key_matches(ERRLINE.match(lines[0]).group(1), keys):
-        return "wrong-key", f"named {ERRLINE.match(lines[0]).group(1)}"
-    if not re.search(r"; allowed\b[^:;]*: \S", lines[0]):
-        return "no-allowed-part", ""
-    return None
+from tools.prober.judge import ERRLINE, TRACEBACK, lines_info, refusal_problem
+from tools.prober.process import base_env, csv_files, digest, fill, finish, launch, run_dirs
 
 
 def _state(path: Path):
@@ -61,14 +42,14 @@ def sp_predict_output(p, ctx, out: Path) -> dict:
         watched.append(target.parent)
     before = [_state(w) for w in watched]
     rc, so, se, to = finish(launch(ctx, argv, out, base_env(ctx, out)), p.timeout, out)
-    lines, info = _line(se)
+    lines, info = lines_info(se)
     info.update(argv=argv, rc=rc, named=(ERRLINE.match(info["first"]).group(1) if ERRLINE.match(info["first"]) else ""))
     changed = [str(w) for w, b in zip(watched, before) if _state(w) != b]
     if to:
         return {**info, "behaviour": "timeout", "note": ""}
     if changed:
         return {**info, "behaviour": "data-loss", "note": f"exit {rc}; changed {', '.join(changed)}"}
-    bad = _refusal(rc, se, ("--output",))
+    bad = refusal_problem(rc, se, ("--output",))
     return {**info, "behaviour": bad[0] if bad else "refused-ok", "note": bad[1] if bad else ""}
 
 
@@ -80,7 +61,7 @@ def sp_predict_labels(p, ctx, out: Path) -> dict:
     for name in ("t", "t01", "t10"):
         argv = ["predict", str(run), "--input", str(ctx.fx / "agsrun" / f"{name}.csv")]
         rc, so, se, to = finish(launch(ctx, argv, out, base_env(ctx, out)), p.timeout, out)
-        info.update(_line(se)[1], argv=argv, rc=rc)
+        info.update(lines_info(se)[1], argv=argv, rc=rc)
         if to or rc != 0 or TRACEBACK.search(se):
             return {**info, "behaviour": "timeout" if to else "traceback" if TRACEBACK.search(se) else "wrong-refusal",
                     "note": f"{name}: exit {rc}"}
@@ -106,7 +87,7 @@ def sp_sequence(p, ctx, out: Path) -> dict:
         step = out / f"s{i}"
         step.mkdir(parents=True, exist_ok=True)
         rc, so, se, to = finish(launch(ctx, av, step, base_env(ctx, step)), p.timeout, step)
-        info.update(_line(se)[1], argv=av, rc=rc)
+        info.update(lines_info(se)[1], argv=av, rc=rc)
         if to:
             return {**info, "behaviour": "timeout", "note": f"step {i}"}
         lost = [str(d) for d, dig in finished.items()
@@ -119,7 +100,7 @@ def sp_sequence(p, ctx, out: Path) -> dict:
                 return {**info, "behaviour": "inconclusive" if i < len(p.extra["steps"]) - 1 else "wrong-refusal",
                         "note": f"step {i}: exit {rc}: {info['last']}"}
         else:
-            bad = _refusal(rc, se)
+            bad = refusal_problem(rc, se)
             if bad:
                 return {**info, "behaviour": bad[0], "note": f"step {i}: {bad[1]}"}
             m = ERRLINE.match(info["first"])
@@ -138,7 +119,7 @@ def sp_rerun_changed(p, ctx, out: Path) -> dict:
     before = digest(run)
     argv = ["rerun", str(run), f"out_root={out / 'o'}"]
     rc, so, se, to = finish(launch(ctx, argv, out, base_env(ctx, out)), p.timeout, out)
-    info = {**_line(se)[1], "argv": argv, "rc": rc, "named": ""}
+    info = {**lines_info(se)[1], "argv": argv, "rc": rc, "named": ""}
     if to:
         return {**info, "behaviour": "timeout", "note": ""}
     if TRACEBACK.search(se):
@@ -166,7 +147,7 @@ def sp_startup_signal(p, ctx, out: Path) -> dict:
         return {**info, "rc": rc, "behaviour": "inconclusive", "first": "", "last": "", "note": "ended before the signal"}
     proc.send_signal(sig)
     rc, so, se, to = finish(proc, 60, out)
-    lines, more = _line(se)
+    lines, more = lines_info(se)
     info.update(more, rc=rc)
     if to:
         return {**info, "behaviour": "timeout", "note": ""}
@@ -206,7 +187,7 @@ def sp_stream(p, ctx, out: Path) -> dict:
             os.killpg(proc.pid, signal.SIGKILL)
             return {**info, "rc": None, "behaviour": "timeout", "first": "", "last": "", "note": ""}
     rc = proc.returncode
-    lines, more = _line(se)
+    lines, more = lines_info(se)
     info.update(more, rc=rc)
     (out / "stderr.txt").write_text(se)
     if TRACEBACK.search(se) or "Logging error" in se or "Exception ignored" in se:
