@@ -113,16 +113,19 @@ def test_pca_is_fitted_on_public_data_only():
 def test_adult_official_and_paper_splits(cache):
     base = {"name": "adult", "path": str(FIX / "adult"), "n_public": 8, "features": "raw"}
     ds = load_dataset({**base, "split": "official", "task": "binary"}, 0)
-    # fixture: 36 + 24 rows, of which 6 + 4 have a '?'
-    assert ds.info["rows_complete"] == {"adult.data": 30, "adult.test": 20}
-    assert (ds.n_train, ds.x_public.shape[0], ds.x_test.shape[0]) == (30, 8, 12)
+    # fixture: 36 + 24 records, of which 6 + 4 have a '?': every adult.data record is private (those
+    # with a '?' imputed), public and test are complete adult.test records (a '?' there: dropped)
+    assert ds.info["records"] == {"adult.data": 36, "adult.test": 24}
+    assert (ds.n_train, ds.x_public.shape[0], ds.x_test.shape[0]) == (36, 8, 12)
+    assert ds.info["held_out_dropped"] == 4 and np.isfinite(ds.x_train).all()
     assert ds.n_features == 104 and ds.task == "binary" and ds.dp_end_to_end
     assert ds.preprocessing.classes == ("<=50K", ">50K") and ds.preprocessing.label_coding == "sign"
     assert "positive_rate_public" in ds.info and not any("private" in k for k in ds.info if k != "n_private")
     assert set(np.unique(ds.y_train)) == {-1, 1}
-    assert (ds.y_train == 1).sum() == 9                     # every third adult.data row is >50K, 3 of them have a ?
+    assert (ds.y_train == 1).sum() == 12                    # every third adult.data record is >50K
     paper = load_dataset({**base, "split": "paper", "n_private": 35, "features": "pca", "pca_dim": 4}, 0)
-    assert (paper.n_train, paper.x_public.shape[0], paper.x_test.shape[0]) == (35, 8, 7)
+    assert (paper.n_train, paper.x_public.shape[0]) == (35, 8)
+    assert paper.x_test.shape[0] + 8 + paper.info["held_out_dropped"] == 60 - 35
     assert paper.n_features == 4
     mc = load_dataset({**base, "split": "official"}, 0)      # default: two classes {0, 1}
     assert mc.task == "multiclass" and mc.n_classes == 2 and set(np.unique(mc.y_train)) == {0, 1}

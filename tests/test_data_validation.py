@@ -70,11 +70,17 @@ def _write(kind, d):
     if kind == "binary":
         (d / "binary.csv").write_bytes(b"PK\x03\x04\x14\x00\x00\x00" + bytes(range(256)))
         return "binary.csv", {}
-    if kind == "not_utf8":
-        (d / "latin1.csv").write_bytes("a,b,price\n1,2,caf\xe9\n".encode("latin-1") + b"1,2,3\n" * 5)
+    if kind == "not_utf8":        # the header is the schema: checked as a whole (a cell is not: below)
+        (d / "latin1.csv").write_bytes("a,b,caf\xe9\n".encode("latin-1") + b"1,2,3\n" * 5)
         return "latin1.csv", {}
-    if kind == "ragged":
-        (d / "ragged.csv").write_text("a,price\n1,2,3\n4,5,6\n7,8,9\n")
+    if kind == "cr_line_endings":
+        (d / "mac.csv").write_bytes(b"a,price\r" + b"".join(b"%d,%d\r" % (i, i % 3) for i in range(10)))
+        return "mac.csv", {}
+    if kind == "unclosed_quote":
+        (d / "quote.csv").write_text("a,price\n" + "".join(f"{i},{i % 3}\n" for i in range(10)) + '"5,6\n7,8\n')
+        return "quote.csv", {}
+    if kind == "ragged":          # every row longer than the header: some public or test row is refused
+        (d / "ragged.csv").write_text("a,price\n" + "".join(f"{i},{i % 3},{i}\n" for i in range(10)))
         return "ragged.csv", {}
     if kind == "too_few_rows":
         (d / "two.csv").write_text("a,price\n1,2\n3,4\n")
@@ -127,8 +133,10 @@ BAD_FILES = [
     ("empty", "dataset.path", ["is empty"]),
     ("header_only", "dataset.path", ["no data rows"]),
     ("binary", "dataset.path", ["not a text file"]),
-    ("not_utf8", "dataset.path", ["not UTF-8"]),
-    ("ragged", "dataset.path", ["line 2", "same number of fields"]),
+    ("not_utf8", "dataset.path", ["not UTF-8", "header line"]),
+    ("cr_line_endings", "dataset.path", ["carriage return in its header line", "LF or CRLF"]),
+    ("unclosed_quote", "dataset.path", ["not a well-formed comma-separated file", "never closes"]),
+    ("ragged", "dataset.path", ["more fields than its header", "same number of fields"]),
     ("too_few_rows", "dataset.path", ["has 2 data rows", "at least 3"]),
     ("not_parquet", "dataset.path", ["not a readable parquet file"]),
     ("parquet_header_only", "dataset.path", ["no data rows"]),

@@ -61,31 +61,67 @@ def fit_public_pca(x_public: np.ndarray, k: int, *, standardise_inputs: bool = F
     return PublicPCA(mu, sd, comps, z.mean(0), _safe_sd(z), float(var[:k].sum() / max(var.sum(), 1e-300)))
 
 
-def public_features(cfg: dict, x_public: np.ndarray, *others: np.ndarray, default_dim: int,
-                    standardise_inputs: bool = False, columns=None,
-                    input: str = "feature columns") -> tuple[list[np.ndarray], dict, Preprocessing]:
-    """``dataset.features``: ``pca`` (PCA-``dataset.pca_dim`` fitted on public data, scores
-    standardised with public statistics) or ``raw`` (inputs standardised with public
-    statistics only).  Returns ``[x_public, *others]`` mapped, an info dict, and the map itself
-    (a :class:`Preprocessing` whose :meth:`~Preprocessing.apply` produced the arrays).
-    ``columns`` names the input columns (default ``x0, x1, ...``)."""
+def fit_public_map(cfg: dict, x_public: np.ndarray, *, default_dim: int, standardise_inputs: bool = False,
+                   columns=None, input: str = "feature columns", bounds: tuple[float, float] | None = None,
+                   clip: float | None = None) -> tuple[Preprocessing, dict]:
+    """The feature map of ``dataset.features``, fitted on the public rows only: ``pca``
+    (PCA-``dataset.pca_dim``, scores standardised with public statistics) or ``raw`` (inputs
+    standardised with public statistics).  Returns the map (a :class:`Preprocessing`) and an
+    info dict.  ``columns`` names the input columns (default ``x0, x1, ...``).
+
+    What makes it total on private rows (``apply(..., private=True)``: a missing value takes the
+    public mean, nothing is refused): ``bounds`` ``(lo, hi)``, a declared range of every raw value
+    (MNIST pixels [0, 1], unit-length embeddings [-1, 1]), to which every row is clipped (the
+    public rows too, before fitting: on data inside the range a no-op); and ``clip``, a clip range
+    in standardised units (public standard deviations), applied before the PCA."""
     x = np.asarray(x_public, np.float64)
     d = x.shape[1]
     columns = tuple(columns) if columns is not None else tuple(f"x{j}" for j in range(d))
+    _check_public(x, columns)
+    lower = upper = None
+    if bounds is not None:
+        lower, upper = np.full(d, float(bounds[0])), np.full(d, float(bounds[1]))
+        x = np.clip(x, lower, upper)
+    common = dict(feature_source="public", input=input, lower=lower, upper=upper, clip=clip)
     mode = cfg.get("features", "pca")
     if mode == "pca":
         pca = fit_public_pca(x, cfg.get("pca_dim", default_dim) or default_dim,
                              standardise_inputs=standardise_inputs)
-        prep = Preprocessing(columns, pca.in_mean, pca.in_sd, feature_source="public", input=input,
-                             components=pca.components, pca_shift=pca.out_mean, pca_scale=pca.out_sd)
+        prep = Preprocessing(columns, pca.in_mean, pca.in_sd, components=pca.components, pca_shift=pca.out_mean,
+                             pca_scale=pca.out_sd, **common)
         info = {"features": f"pca{pca.components.shape[0]}", "pca_fitted_on": "public",
                 "pca_explained_variance": round(pca.explained, 4)}
     elif mode == "raw":
-        prep = Preprocessing(columns, x.mean(0), _safe_sd(x), feature_source="public", input=input)
+        prep = Preprocessing(columns, x.mean(0), _safe_sd(x), **common)
         info = {"features": "raw", "standardised_with": "public"}
     else:
         raise ConfigError("dataset.features", f"unknown feature map '{mode}'; allowed: pca, raw")
-    return [prep.apply(a) for a in (x, *others)], info, prep
+    return prep, info
+
+
+def _check_public(x: np.ndarray, columns) -> None:
+    """The public rows are not private: a non-finite value, or values whose variance overflows
+    float64, refuse the run in one line (they would make the fitted map non-finite)."""
+    bad = np.flatnonzero(~np.isfinite(x).all(1))
+    if bad.size:
+        j = int(np.flatnonzero(~np.isfinite(x[bad[0]]))[0])
+        raise ConfigError("dataset.path", f"{bad.size} public row(s) hold a missing or infinite value (first: public "
+                                          f"row {bad[0] + 1}, column {columns[j]!r}); allowed: finite public rows")
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = x.var(0)
+    if not np.isfinite(var).all():
+        j = int(np.flatnonzero(~np.isfinite(var))[0])
+        raise ConfigError("dataset.path", f"column {columns[j]!r} holds values up to {np.abs(x[:, j]).max():.3g} in the "
+                                          f"public rows, whose variance overflows float64; allowed: values well below "
+                                          f"1e150")
+
+
+def public_features(cfg: dict, x_public: np.ndarray, *others: np.ndarray, default_dim: int,
+                    **kw) -> tuple[list[np.ndarray], dict, Preprocessing]:
+    """:func:`fit_public_map` and ``[x_public, *others]`` mapped with it (the strict map: rows
+    that are not private records)."""
+    prep, info = fit_public_map(cfg, x_public, default_dim=default_dim, **kw)
+    return [prep.apply(a) for a in (x_public, *others)], info, prep
 
 
 def binary_labels(y01: np.ndarray, cfg: dict) -> tuple[str, np.ndarray, int]:

@@ -235,15 +235,27 @@ class Preprocessing:
     @property
     def input_bound(self) -> float | None:
         """A bound on |model input| that holds for every row the map produces, whatever its raw
-        values (private rows included): 1 with declared feature bounds, ``clip`` otherwise
-        (None when the map does not clip, and with PCA).  It comes from the settings only, so
-        arguments built on it (no overflow, :func:`certdp.training.check_magnitudes`) do not
-        depend on the data."""
-        if self.components is not None:
-            return None
+        values (private rows included), or None when the map bounds nothing (neither declared
+        bounds nor ``clip``).  Per column, ``b_j = max(|lower_j - shift_j|, |upper_j - shift_j|) /
+        scale_j`` (1 for the bounds-derived map of ``dataset.feature_bounds``), at most ``clip``;
+        with PCA, ``max_k (sum_j |components_kj| b_j + |pca_shift_k|) / pca_scale_k`` (widened by a
+        relative 1e-9 for the rounding of the sums).  It comes from the settings and the public
+        rows only, so arguments built on it (no overflow, :func:`certdp.training.check_magnitudes`)
+        do not depend on the private records."""
+        d = self.n_inputs
+        b = np.full(d, np.inf)
         if self.lower is not None:
-            return 1.0 if self.clip is None else min(1.0, self.clip)
-        return self.clip
+            with np.errstate(over="ignore"):
+                b = np.maximum(np.abs(self.lower - self.shift), np.abs(self.upper - self.shift)) / self.scale
+        if self.clip is not None:
+            b = np.minimum(b, self.clip)
+        if d == 0 or not np.isfinite(b).all():
+            return None
+        if self.components is None:
+            return float(b.max())
+        with np.errstate(over="ignore"):
+            k = (np.abs(self.components) @ b + np.abs(self.pca_shift)) / self.pca_scale * (1 + 1e-9)
+        return float(k.max()) if np.isfinite(k).all() else None
 
     @property
     def target_bound(self) -> float | None:

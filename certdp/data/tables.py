@@ -8,12 +8,14 @@ the split decides from the row count and the seed alone."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from certdp.data import records
+from certdp.data.records import first_line as _first_line, shown_name
 from certdp.data.params import names, text
 from certdp.data.preprocessing import label_text
 from certdp.errors import ConfigError
@@ -28,8 +30,6 @@ MIN_ROWS = 3
 MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None",
                             "<NA>", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "1.#IND", "-1.#QNAN", "1.#QNAN"})
 _PARQUET = (".parquet", ".pq", ".brotli")
-_COMPRESSED = (".gz", ".bz2", ".zip", ".xz", ".zst")
-_SNIFF_BYTES = 1 << 16
 
 
 def listing(cols, limit: int = 20) -> str:
@@ -46,60 +46,34 @@ def _rows_text(rows: np.ndarray, extra: str = "") -> str:
            f"{', ...' if len(rows) > 3 else ''} after the header{extra})"
 
 
-def shown_name(p: Path) -> str:
-    """The file's name, quoted when it holds control characters (the message stays one line)."""
-    return p.name if p.name.isprintable() else repr(p.name)
+@dataclass(frozen=True)
+class _Read:
+    """A table as read: header names, data cells (columns ``0..n-1`` in file order), the rows with
+    more fields than the header, and whether any cell may hold bytes that are not UTF-8."""
+    header: list
+    data: pd.DataFrame
+    extra: np.ndarray
+    utf8: bool = True
 
 
-def _first_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()
-    return (msg[0] if msg else type(e).__name__)[:160]
-
-
-def _sniff_text(p: Path) -> None:
-    """Refuse a file that is not UTF-8 text before pandas tries (and fails obscurely)."""
-    with p.open("rb") as f:
-        head = f.read(_SNIFF_BYTES)
-    nul = head.find(b"\0")
-    if nul >= 0:
-        raise ConfigError("dataset.path", f"{shown_name(p)} is not a text file (a NUL byte at offset {nul}); "
-                                          f"allowed: a UTF-8 .csv with a header row, or a .parquet table")
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 3 or len(head) < _SNIFF_BYTES:   # not a character cut at the sniff limit
-            raise ConfigError("dataset.path", f"{shown_name(p)} is not UTF-8 text (byte 0x{head[e.start]:02x} at offset "
-                                              f"{e.start}); allowed: a UTF-8 .csv (re-save it as UTF-8), or a "
-                                              f".parquet table") from None
-
-
-def _read_csv_cells(p: Path) -> tuple[list[str], pd.DataFrame]:
-    """Header names and the data rows as raw text cells (nothing converted yet).  Read with
-    ``header=None`` so that a row with more fields than the header is an error, instead of
-    pandas silently turning the first column into an index."""
+def _read_csv(p: Path) -> _Read:
+    """A csv or tsv (compressed or not) through :mod:`certdp.data.records`: records by the csv
+    grammar, cells decoded one by one, nothing about a record refused here."""
     sep = "\t" if any(s in (".tsv", ".tab") for s in p.suffixes) else ","
-    if p.suffix.lower() not in _COMPRESSED:
-        _sniff_text(p)
-    try:
-        cells = pd.read_csv(p, sep=sep, header=None, dtype=str, keep_default_na=False, compression="infer")
-    except pd.errors.EmptyDataError:
-        raise ConfigError("dataset.path", f"{shown_name(p)} is empty (no header row); allowed: a table with a header "
-                                          f"row and at least {MIN_ROWS} data rows") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError("dataset.path", f"{shown_name(p)} is not UTF-8 text ({_first_line(e)}); allowed: a UTF-8 .csv "
-                                          f"(re-save it as UTF-8), or a .parquet table") from None
-    except (pd.errors.ParserError, ValueError, OSError, EOFError) as e:
-        raise ConfigError("dataset.path", f"{shown_name(p)} could not be read as a {'tab' if sep == chr(9) else 'comma'}-"
-                                          f"separated table ({_first_line(e)}); allowed: a csv with a header row "
-                                          f"and the same number of fields on every line") from None
-    header = [str(c).strip() for c in cells.iloc[0].tolist()]
+    fname = shown_name(p)
+    data = records.file_bytes(p)
+    records.check_header_line(data, fname)
+    cells, extra, utf8 = records.parse(data, fname, sep=sep)
+    head, bad = records.decode(cells.iloc[0])
+    if bad.any():
+        raise ConfigError("dataset.path", f"{fname} is not UTF-8 text (in its header row); allowed: a UTF-8 .csv "
+                                          f"(re-save it as UTF-8), or a .parquet table")
+    header = [str(c).strip() for c in head.tolist()]
     header = [c if c else f"Unnamed: {i}" for i, c in enumerate(header)]
-    data = cells.iloc[1:].reset_index(drop=True)
-    data.columns = range(len(header))
-    return header, data
+    return _Read(header, cells.iloc[1:].reset_index(drop=True), extra[1:], utf8)
 
 
-def _read_parquet_columns(p: Path) -> tuple[list[str], pd.DataFrame]:
+def _read_parquet_columns(p: Path) -> _Read:
     import pyarrow.parquet as pq
     try:
         table = pq.read_table(p)
@@ -108,14 +82,10 @@ def _read_parquet_columns(p: Path) -> tuple[list[str], pd.DataFrame]:
                                           f".parquet table, or a UTF-8 .csv with a header row") from None
     header = [str(c) for c in table.column_names]
     data = pd.DataFrame({i: table.column(i).to_pandas() for i in range(table.num_columns)})
-    return header, data
+    return _Read(header, data, np.zeros(len(data), bool))
 
 
-def read_table(p: Path) -> tuple[list[str], pd.DataFrame]:
-    """``(column names, data)`` of a csv (``.csv``, ``.tsv``, compressed ``.csv.gz`` ...) or
-    parquet (``.parquet``, ``.pq``) file; ``data`` has columns ``0..n-1`` in file order, so that
-    duplicate names stay visible.  The path problems (missing, a directory, unreadable, empty,
-    not text, malformed) raise one-line ConfigErrors under ``dataset.path``."""
+def _read(p: Path) -> _Read:
     shown = str(p) if str(p).isprintable() else repr(str(p))
     if not p.exists():
         raise ConfigError("dataset.path", f"{shown} does not exist; allowed: an existing .csv or .parquet file")
@@ -135,12 +105,38 @@ def read_table(p: Path) -> tuple[list[str], pd.DataFrame]:
                                           f"at least {MIN_ROWS} data rows")
     if any(s.lower() in _PARQUET for s in p.suffixes):
         return _read_parquet_columns(p)
-    return _read_csv_cells(p)
+    return _read_csv(p)
 
 
-def _column_numbers(col: pd.Series, name: str, key: str, fname: str) -> tuple[np.ndarray, dict]:
+def read_table(p: Path) -> tuple[list[str], pd.DataFrame]:
+    """``(column names, data)`` of a csv (``.csv``, ``.tsv``, compressed ``.csv.gz`` ...) or
+    parquet (``.parquet``, ``.pq``) file, every row checked strictly (for rows that are not
+    private records, e.g. the rows ``certdp predict`` is given): ``data`` has columns ``0..n-1``
+    in file order, so that duplicate names stay visible.  The path problems (missing, a
+    directory, unreadable, empty, not text, malformed), a row with more fields than the header and
+    a cell that is not UTF-8 raise one-line ConfigErrors under ``dataset.path``."""
+    t = _read(p)
+    fname = shown_name(p)
+    if t.extra.any():
+        raise ConfigError("dataset.path", f"{fname} has more fields than its header in "
+                                          f"{_rows_text(np.flatnonzero(t.extra))}; allowed: a csv with a header row "
+                                          f"and the same number of fields on every line")
+    data = t.data
+    if not t.utf8:
+        for j in data.columns:
+            bad = records.not_utf8(data[j])
+            if bad.any():
+                raise ConfigError("dataset.path", f"{fname} is not UTF-8 text (column {t.header[j]!r}, "
+                                                  f"{_rows_text(np.flatnonzero(bad))}); allowed: a UTF-8 .csv "
+                                                  f"(re-save it as UTF-8), or a .parquet table")
+    return t.header, data
+
+
+def _column_numbers(col: pd.Series, name: str, key: str, fname: str,
+                    not_utf8: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """One column as float64 (NaN where a cell is missing or unreadable; infinities kept) and
-    ``{row: text}`` of its unreadable cells (neither a number nor a missing-value token).
+    ``{row: text}`` of its unreadable cells (neither a number nor a missing-value token, or bytes
+    that are not UTF-8: ``not_utf8``, the cells shown as ``\\xNN``).
 
     Nothing is refused here: whether an unreadable cell is an error depends on the role of its
     row, which the split decides later (:func:`certdp.data.tabular.prepare_table`).  Only a
@@ -155,6 +151,8 @@ def _column_numbers(col: pd.Series, name: str, key: str, fname: str) -> tuple[np
     cells = col.astype("string").str.strip()
     missing = (cells.isna() | cells.isin(MISSING_TOKENS)).to_numpy(bool)
     vals = pd.to_numeric(cells.where(~missing), errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    if not_utf8 is not None:
+        vals[not_utf8], missing = np.nan, missing & ~not_utf8
     bad = np.flatnonzero(np.isnan(vals) & ~missing)
     return vals, {int(i): str(cells.iloc[i]) for i in bad}
 
@@ -176,10 +174,12 @@ class Cells:
 
     ``x`` [n, d] float64 holds every used feature cell: NaN where the cell is missing or
     unreadable, infinities as written; ``y`` [n] the target: float64 likewise (regression) or
-    class-label text with ``''`` for a missing label.  ``unreadable`` maps a column index
-    (``d`` = the target) to ``{row: text}`` of its cells that are neither numbers nor missing
-    tokens.  Nothing about a cell's value has been checked: only the file, its header and its
-    schema, so that a private record cannot decide whether the table is accepted."""
+    class-label text with ``''`` for a missing or unreadable label.  ``unreadable`` maps a column
+    index (``d`` = the target) to ``{row: text}`` of its cells that are neither numbers nor
+    missing tokens, or whose bytes are not UTF-8 (shown as ``\\xNN``).  ``malformed``: the rows
+    with more fields than the header (every used cell of theirs NaN / ``''``).  Nothing about a
+    cell's value has been checked: only the file, its header and its schema, so that a private
+    record cannot decide whether the table is accepted."""
     x: np.ndarray
     y: np.ndarray
     columns: tuple
@@ -187,6 +187,7 @@ class Cells:
     fname: str
     info: dict
     unreadable: dict
+    malformed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def n(self) -> int:
@@ -206,7 +207,8 @@ def read_cells(path, *, target: str | None, features=None, labels: bool = False)
     (:func:`certdp.data.tabular.prepare_table`): public and test rows strictly, private rows
     never (they are imputed and clipped)."""
     p = Path(str(path)).expanduser()
-    header, data = read_table(p)
+    t = _read(p)
+    header, data = t.header, t.data
     fname = shown_name(p)
     cols = listing(header)
     hint = " (the first row holds numbers: does the file have a header row?)" if all(
@@ -242,20 +244,34 @@ def read_cells(path, *, target: str | None, features=None, labels: bool = False)
         raise ConfigError("dataset.path", f"{fname} has {len(data)} data row{'s' if len(data) != 1 else ''}; "
                                           f"allowed: at least {MIN_ROWS} (2 to train on, 1 to test)")
     unreadable: dict[int, dict] = {}
+
+    def column(name):      # a used column, its cells decoded one by one (records.decode)
+        col = data[positions[name][0]]
+        return (col, None) if t.utf8 else records.decode(col)
+
     xs = []
     for j, f in enumerate(feats):
-        v, bad = _column_numbers(data[positions[f][0]], f, "dataset.features", fname)
+        col, not_utf8 = column(f)
+        v, bad = _column_numbers(col, f, "dataset.features", fname, not_utf8)
         xs.append(v)
         if bad:
             unreadable[j] = bad
+    col, not_utf8 = column(target)
     if labels:
-        y = _column_labels(data[positions[target][0]])
+        y = _column_labels(col)
+        if not_utf8 is not None and not_utf8.any():
+            unreadable[len(feats)] = {int(i): str(col.iloc[i]) for i in np.flatnonzero(not_utf8)}
+            y[not_utf8] = ""
     else:
-        y, bad = _column_numbers(data[positions[target][0]], target, "dataset.target", fname)
+        y, bad = _column_numbers(col, target, "dataset.target", fname, not_utf8)
         if bad:
             unreadable[len(feats)] = bad
     x = np.stack(xs, axis=1)
-    return Cells(x, y, tuple(feats), target, fname, {"source": str(p), "rows": int(len(y))}, unreadable)
+    malformed = np.flatnonzero(t.extra)
+    if malformed.size:        # which cell is which is unknown: every used cell is unreadable
+        x[malformed] = np.nan
+        y[malformed] = "" if labels else np.nan
+    return Cells(x, y, tuple(feats), target, fname, {"source": str(p), "rows": int(len(y))}, unreadable, malformed)
 
 
 def load_table(path, *, target: str | None, features=None, dropna: bool = False,
@@ -270,20 +286,33 @@ def load_table(path, *, target: str | None, features=None, dropna: bool = False,
 
 
 def check_rows(x: np.ndarray, y: np.ndarray, rows: np.ndarray, *, columns, target: str, fname: str,
-               labels: bool, unreadable: dict | None, dropna: bool, role: str) -> np.ndarray:
+               labels: bool, unreadable: dict | None, dropna: bool, role: str,
+               malformed=None) -> np.ndarray:
     """Check the *non-private* ``rows`` (indices into the table; ``role`` names them in messages,
     e.g. "public or test") and return those to keep.
 
-    Refused in one line: a non-numeric cell (an example shown), an infinite cell, values whose
-    variance overflows float64 [the column's key]; a missing cell unless ``dropna``, which drops
-    those rows instead (the count is logged).  Private rows are never passed here: their cells
-    are imputed and clipped by the preprocessing, so that no private value decides whether the
-    run is refused."""
+    Refused in one line: a row with more fields than the header (``malformed``) [dataset.path]; a
+    label that is not UTF-8 [dataset.target]; a non-numeric cell (an example shown), an infinite
+    cell, values whose variance overflows float64 [the column's key]; a missing cell unless
+    ``dropna``, which drops those rows instead (the count is logged).  Private rows are never
+    passed here: their cells are imputed and clipped by the preprocessing, so that no private
+    value decides whether the run is refused."""
     unreadable = unreadable or {}
     names = list(columns) + [target]
     keys = ["dataset.features"] * len(columns) + ["dataset.target"]
     num = x[rows] if labels else np.concatenate([x[rows], np.asarray(y, np.float64)[rows][:, None]], axis=1)
     in_rows = set(int(r) for r in rows)
+    long = sorted(int(r) for r in (malformed if malformed is not None else ()) if int(r) in in_rows)
+    if long:
+        raise ConfigError("dataset.path", f"{fname} has more fields than its header in "
+                                          f"{_rows_text(np.array(long), '; ' + role + ' rows')}; allowed: a csv with a "
+                                          f"header row and the same number of fields on every line")
+    bad_labels = sorted(r for r in unreadable.get(len(columns), {}) if r in in_rows) if labels else []
+    if bad_labels:
+        raise ConfigError("dataset.target", f"column {target!r} of {fname} holds labels that are not UTF-8 text in "
+                                            f"{_rows_text(np.array(bad_labels), '; ' + role + ' rows')}, e.g. "
+                                            f"{unreadable[len(columns)][bad_labels[0]][:30]!r}; allowed: UTF-8 labels "
+                                            f"(re-save the file as UTF-8)")
     for j in range(num.shape[1]):
         bad_rows = sorted(r for r in unreadable.get(j, {}) if r in in_rows)
         if bad_rows:

@@ -230,7 +230,7 @@ def _fill_values(impute, *, columns, target: str | None, shift, x_public, y_publ
 
 def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, info: dict, *,
                   columns, target: str, fname: str = "the table", task: str = "regression",
-                  unreadable: dict | None = None) -> Dataset:
+                  unreadable: dict | None = None, malformed=None) -> Dataset:
     """Split a table into private / public / test rows (:func:`split_rows`, from the row count and
     ``split_seed`` before any cell is read) and map it with a :class:`Preprocessing` fitted
     without the private rows:
@@ -294,7 +294,7 @@ def prepare_table(name: str, x: np.ndarray, y: np.ndarray, s: dict, seed: int, i
                                               f"instead (dataset.feature_bounds, dataset.scaling=none, dataset.classes)")
     # public and test rows: checked strictly (dropna drops the incomplete ones); private rows never
     check = dict(columns=columns, target=target, fname=fname, labels=labels, unreadable=unreadable,
-                 dropna=bool(s.get("dropna", False)))
+                 dropna=bool(s.get("dropna", False)), malformed=malformed)
     pub = check_rows(x, y, pub, role="public", **check)
     test = check_rows(x, y, test, role="test", **check)
     if len(test) == 0:
@@ -439,7 +439,7 @@ def load_california(cfg: dict, seed: int) -> Dataset:
         raise ConfigError("dataset", str(e))
     c = read_cells(path, target=CALIFORNIA_TARGET)
     return prepare_table("california", c.x, c.y, s, seed, c.info, columns=c.columns, target=CALIFORNIA_TARGET,
-                         fname=c.fname, unreadable=c.unreadable)
+                         fname=c.fname, unreadable=c.unreadable, malformed=c.malformed)
 
 
 CSV_FIELDS = {
@@ -485,4 +485,4 @@ def load_csv(cfg: dict, seed: int) -> Dataset:
     task = s["task"]
     c = read_cells(s["path"], target=s["target"], features=s["features"], labels=task != "regression")
     return prepare_table("csv", c.x, c.y, s, seed, c.info, columns=c.columns, target=s["target"], task=task,
-                         fname=c.fname, unreadable=c.unreadable)
+                         fname=c.fname, unreadable=c.unreadable, malformed=c.malformed)

@@ -24,6 +24,14 @@ Splits (deterministic from ``split_seed``, by default the run seed):
   are private; the 872 GLUE dev sentences are the public set (the GLUE test labels are not
   public).
 
+A private record is one review (a record of the csv grammar) or one SST-2 line.  The split is a
+permutation of the records' positions, drawn before any text or label is read, and nothing a
+private record holds refuses, drops or moves anything: text that is not UTF-8 is decoded with
+U+FFFD, an empty text is a text, a label other than 0/1 (or a malformed record) is coded negative;
+only ``\\n`` ends an SST-2 line (``str.splitlines`` also split at U+2028 and friends, so one
+private sentence could add a record).  Public and test records are checked strictly
+(:func:`check_records`).  Embeddings are clipped to :data:`EMBEDDING_RANGE`.
+
 Subsets (``n_private``, ``n_public``, ``n_test``) and truncation (``max_chars`` before the
 encoder, ``max_seq_length`` tokens inside it) make CPU runs affordable: the encoder dominates
 (see :mod:`certdp.data.encoders`).  Embeddings of a source file are cached once per encoder and
@@ -46,10 +54,9 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from certdp.data import Dataset, register, settings
-from certdp.data.features import binary_labels, public_features
+from certdp.data import Dataset, records, register, settings
+from certdp.data.features import binary_labels, fit_public_map
 from certdp.data.params import Field, boolean, choice, integer, text
 from certdp.data.sources import DataFile, DataUnavailable, cache_dir, is_offline, locate, sha256_of
 from certdp.errors import ConfigError
@@ -69,6 +76,9 @@ REFERENCE_SHA256 = {
     "sst2/train.tsv": "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
     "sst2/dev.tsv": "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
 }
+# The declared range of an embedding coordinate: both encoders end in a Normalize module (unit-length
+# embeddings), so every coordinate lies in [-1, 1] whatever the text
+EMBEDDING_RANGE = (-1.0, 1.0)
 FORMATS = {"imdb": "train.csv.gz, test.csv.gz (gzip CSV text,label)",
            "sst2": "train.tsv, dev.tsv (GLUE sentence<TAB>label)"}
 
@@ -76,31 +86,97 @@ FORMATS = {"imdb": "train.csv.gz, test.csv.gz (gzip CSV text,label)",
 # --------------------------------------------------------------------------------------------
 # Reading and writing the two formats
 
+@dataclass(frozen=True)
+class TextRecords:
+    """Every record of one file as read, nothing refused: ``texts`` (bytes that are not UTF-8
+    replaced by U+FFFD), ``y`` 0/1 (-1 where the label is neither), ``bad`` True where the text is
+    not UTF-8 or the record is malformed (more fields than the header; no tab in an SST-2 line).
+    The split decides which records are private (used as read, an unknown label coded negative)
+    and which public or test (checked strictly: :func:`check_records`)."""
+    texts: list
+    y: np.ndarray
+    bad: np.ndarray
+    fname: str
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _label01(cells) -> np.ndarray:
+    text = np.array([str(c).strip() for c in cells], dtype=object)
+    return np.where(text == "1", 1, np.where(text == "0", 0, -1)).astype(np.int64)
+
+
+def _text(s: str) -> str:
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def imdb_records(path) -> TextRecords:
+    """The records of an IMDB csv (:mod:`certdp.data.records`: the csv grammar, quoted reviews may
+    hold commas, quotes and line breaks; cells decoded one by one)."""
+    p = Path(path)
+    fname, allowed = records.shown_name(p), FORMATS["imdb"]
+    data = records.file_bytes(p, key="dataset", allowed=allowed)
+    records.check_header_line(data, fname, key="dataset", allowed=allowed)
+    cells, extra, utf8 = records.parse(data, fname, key="dataset", allowed=allowed)
+    if cells.iloc[0].tolist() != ["text", "label"]:
+        raise DataUnavailable(f"dataset 'imdb': {path} must have the header text,label (got "
+                              f"{','.join(records.shown(str(c)) for c in cells.iloc[0])})")
+    text, extra = cells[0].iloc[1:], extra[1:]
+    bad = extra | (False if utf8 else records.not_utf8(text))
+    y = _label01(cells[1].iloc[1:])
+    y[extra] = -1
+    return TextRecords(text.tolist() if utf8 else [_text(t) for t in text], y, np.asarray(bad, bool), fname)
+
+
+def sst2_records(path) -> TextRecords:
+    """The records of a GLUE SST-2 file: one ``<sentence>\\t<label>`` per line (``\\n``-ended; the
+    last tab separates the label; no quoting); an empty line is not a record."""
+    p = Path(path)
+    data = records.file_bytes(p, key="dataset", allowed=FORMATS["sst2"])
+    lines = data.split(b"\n")
+    if lines[0] != b"sentence\tlabel":
+        raise DataUnavailable(f"dataset 'sst2': {path} must start with the header sentence<TAB>label")
+    parts = [ln.rsplit(b"\t", 1) for ln in lines[1:] if ln]
+    texts, bad = [], np.zeros(len(parts), bool)
+    for i, r in enumerate(parts):
+        try:
+            texts.append(r[0].decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append(r[0].decode("utf-8", "replace"))
+            bad[i] = True
+    y = _label01(r[1].decode("utf-8", "replace") if len(r) == 2 else "" for r in parts)
+    bad |= np.array([len(r) != 2 for r in parts], bool)
+    return TextRecords(texts, y, bad, records.shown_name(p))
+
+
+def check_records(name: str, rec: TextRecords, rows: np.ndarray, role: str) -> None:
+    """Refuse, in one line, a public or test record (``rows`` of ``rec``; never a private one)
+    that is malformed, not UTF-8, or whose label is not 0 or 1 (naming it: it is not private)."""
+    wrong = rows[rec.bad[rows] | (rec.y[rows] < 0)]
+    if wrong.size:
+        i = int(np.sort(wrong)[0])
+        what = "a label that is not 0 or 1" if not rec.bad[i] else "a text that is not UTF-8, or a malformed line"
+        raise ConfigError("dataset", f"{name}: {rec.fname} record {i + 1} (a {role} record) has {what}; allowed: "
+                                     f"{FORMATS[name]}, UTF-8, labels 0 and 1")
+
+
+def _strict(name: str, rec: TextRecords, path) -> tuple[list[str], np.ndarray]:
+    try:
+        check_records(name, rec, np.arange(len(rec)), "checked")
+    except ConfigError as e:
+        raise DataUnavailable(f"dataset '{name}': {path}: {e.message.split(': ', 1)[1]}") from None
+    return rec.texts, rec.y
+
+
 def read_imdb_csv(path) -> tuple[list[str], np.ndarray]:
-    df = pd.read_csv(path, dtype={"text": str}, keep_default_na=False, compression="infer")
-    if list(df.columns) != ["text", "label"]:
-        raise DataUnavailable(f"dataset 'imdb': {path} must have the header text,label (got {','.join(map(str, df.columns))})")
-    return df["text"].tolist(), _labels01(df["label"].to_numpy(), path)
+    """(texts, 0/1 labels) of a whole IMDB file, every record checked (:func:`imdb_records`)."""
+    return _strict("imdb", imdb_records(path), path)
 
 
 def read_sst2_tsv(path) -> tuple[list[str], np.ndarray]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0].split("\t") != ["sentence", "label"]:
-        raise DataUnavailable(f"dataset 'sst2': {path} must start with the header sentence<TAB>label")
-    rows = [ln.rsplit("\t", 1) for ln in lines[1:] if ln]
-    if any(len(r) != 2 for r in rows):
-        raise DataUnavailable(f"dataset 'sst2': {path} has a row without a tab-separated label")
-    return [r[0] for r in rows], _labels01(np.array([r[1] for r in rows]), path)
-
-
-def _labels01(raw: np.ndarray, path) -> np.ndarray:
-    try:
-        y = np.asarray(raw).astype(np.int64)
-    except ValueError:
-        raise DataUnavailable(f"{path}: labels must be 0 or 1")
-    if not np.isin(y, (0, 1)).all():
-        raise DataUnavailable(f"{path}: labels must be 0 or 1")
-    return y
+    """(texts, 0/1 labels) of a whole SST-2 file, every record checked (:func:`sst2_records`)."""
+    return _strict("sst2", sst2_records(path), path)
 
 
 def write_text_file(df: DataFile, texts: list[str], labels, dest: Path) -> Path:
@@ -158,17 +234,18 @@ def text_file(df: DataFile, folder: str | None = None) -> tuple[Path, str]:
     return _fetch_hf(df), "hf"
 
 
-def read_sources(name: str, cfg: dict) -> tuple[dict[str, tuple[list[str], np.ndarray]], dict]:
-    """The whole files of ``imdb`` (train, test) or ``sst2`` (train, dev) as (texts, 0/1 labels),
-    in file order, through the routes of the module docstring; and where each came from."""
+def read_sources(name: str, cfg: dict) -> tuple[dict[str, TextRecords], dict]:
+    """The whole files of ``imdb`` (train, test) or ``sst2`` (train, dev) as their records
+    (:class:`TextRecords`, nothing refused), in file order, through the routes of the module
+    docstring; and where each came from."""
     if name not in FILES:
         raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
     raw, files = {}, {}
     for split, df in FILES[name].items():
         p, route = text_file(df, cfg.get("path"))
-        raw[split] = read_imdb_csv(p) if name == "imdb" else read_sst2_tsv(p)
+        raw[split] = imdb_records(p) if name == "imdb" else sst2_records(p)
         ref = REFERENCE_SHA256.get(df.relpath)
-        files[split] = {"path": str(p), "route": route, "rows": len(raw[split][0]),
+        files[split] = {"path": str(p), "route": route, "rows": len(raw[split]),
                         "matches_reference": (sha256_of(p) == ref) if ref else None}
     return raw, files
 
@@ -217,7 +294,7 @@ def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
     split_seed = seed if s["split_seed"] is None else s["split_seed"]
     rng = np.random.default_rng(split_seed)
     if name == "imdb":
-        n_tr, n_te = len(raw["train"][0]), len(raw["test"][0])
+        n_tr, n_te = len(raw["train"]), len(raw["test"])
         n_private = _count(s["n_private"], "n_private", min(20000, n_tr - 1), n_tr - 1)
         n_public = _count(s["n_public"], "n_public", min(5000, n_tr - n_private), n_tr - n_private)
         perm = rng.permutation(n_tr)
@@ -225,7 +302,7 @@ def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
         n_test = _count(s["n_test"], "n_test", n_te, n_te)
         idx["test"] = ("test", np.sort(rng.permutation(n_te)[:n_test]) if n_test < n_te else np.arange(n_te))
     else:
-        n_tr, n_dev = len(raw["train"][0]), len(raw["dev"][0])
+        n_tr, n_dev = len(raw["train"]), len(raw["dev"])
         n_test = _count(s["n_test"], "n_test", min(5000, n_tr - 1), n_tr - 1)
         n_private = _count(s["n_private"], "n_private", n_tr - n_test, n_tr - n_test)
         perm = rng.permutation(n_tr)
@@ -234,13 +311,16 @@ def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
         idx["public"] = ("dev", np.sort(rng.permutation(n_dev)[:n_public]) if n_public < n_dev else np.arange(n_dev))
     max_chars = s["max_chars"]
 
-    def part(key):
+    def part(key):      # a private record is used as read (an unknown label: negative); others are checked
         src, ix = idx[key]
-        texts, y = raw[src]
-        ts = [texts[i] for i in ix]
+        rec = raw[src]
+        ix = np.asarray(ix)
+        if key != "private":
+            check_records(name, rec, ix, key)
+        ts = [rec.texts[i] for i in ix]
         if max_chars:
             ts = [t[:max_chars] for t in ts]
-        return TextPart(src, np.asarray(ix), ts, y[ix])
+        return TextPart(src, ix, ts, np.maximum(rec.y[ix], 0))
 
     info.update({"split_seed": split_seed, "max_chars": max_chars})
     return TextSplits(name, part("private"), part("public"), part("test"), info)
@@ -290,9 +370,12 @@ def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     emb = embed_parts(splits, encoder, progress=s["progress"])
-    (xp, xtr, xte), finfo, prep = public_features(
-        s, emb["public"], emb["private"], emb["test"], default_dim=8,
-        columns=[f"e{j}" for j in range(emb["public"].shape[1])], input=f"sentence embeddings ({encoder.tag})")
+    # fitted on the public embeddings; every coordinate clipped to EMBEDDING_RANGE (a no-op for the
+    # unit-length embeddings of both encoders) and a private row's non-finite one imputed
+    prep, finfo = fit_public_map(s, emb["public"], default_dim=8, bounds=EMBEDDING_RANGE,
+                                 columns=[f"e{j}" for j in range(emb["public"].shape[1])],
+                                 input=f"sentence embeddings ({encoder.tag})")
+    xp, xtr, xte = prep.apply(emb["public"]), prep.apply(emb["private"], private=True), prep.apply(emb["test"])
     task, ytr, n_classes = binary_labels(splits.private.y01, s)
     _, yp, _ = binary_labels(splits.public.y01, s)
     _, yte, _ = binary_labels(splits.test.y01, s)

