@@ -141,6 +141,18 @@ def test_a_fast_subset_of_the_prober_is_green(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_hardening_probes_run_green_where_main_is_fixed(tmp_path):
+    """A few of --hardening's regular probes (long folder names, bad cells in public rows) through
+    the whole pass: listed, fixtures built, judged, counted by item."""
+    r = _prober("--hardening", "--only", r"^agtr:(run=|out_root part|dataset\.path=csv/(inf|nan)10)", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = _rows(tmp_path)
+    assert len(rows) == 5 and set(rows["item"]) == {2, 9}, rows[["id", "item"]].to_string()
+    assert rows.got.isin(["refused-ok"]).all(), rows[["id", "got", "note", "stderr_first"]].to_string()
+    assert "by issue 28 item" in r.stdout
+
+
+@pytest.mark.slow
 def test_probe_quick_runs(tmp_path):
     """``--quick`` (the device probes) through the script entry point, from another folder."""
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "probe.py"), "--root", str(ROOT), "--quick",

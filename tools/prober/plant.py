@@ -3,8 +3,9 @@
 tree -- then runs ``certdp.cli.main()`` with ``ARGV``, and writes to ``HITS_FILE`` how often the
 planted code ran (0: the command never went through it).
 
-* ``publish-half``: every noise draw from a source that ``certdp.privacy.noise.release_source``
-  returned (what ``publish/`` is drawn from) is halved;
+* ``publish-half``: the noise of what ``publish/`` holds is halved (in the one function that makes
+  every published value, ``certdp.certify.publish.release``; in trees without it, every draw
+  from a source of ``certdp.privacy.noise.release_source``);
 * ``scale-half``: every mechanism's ``scale()`` is halved;
 * ``refuse-above-50``: the one nominal step (``certdp.training.clipped_step``, which nominal
   training and AGT's nominal trajectory take) refuses a batch with a feature above 50 in absolute
@@ -37,6 +38,21 @@ def _each_mechanism(attr: str, wrap) -> None:
 
 
 def plant_publish_half() -> None:
+    """Halve the noise of what is published.  Where the tree has one function that makes every
+    published value (``certdp.certify.publish.release``: centre + mech.scale(sensitivity) * Z),
+    it gets half the sensitivity, so half the noise scale; in an older tree every draw from a
+    source of ``certdp.privacy.noise.release_source`` (the published draws) is halved."""
+    try:
+        from certdp.certify import publish
+        original_release = publish.release
+    except (ImportError, AttributeError):
+        publish = None
+    if publish is not None:
+        def release(center, sensitivity, *a, **kw):
+            _hit()
+            return original_release(center, 0.5 * sensitivity, *a, **kw)
+        publish.release = release                # before the runners import it by name
+        return
     from certdp.privacy import noise
     tagged = []                                  # the published sources (kept alive: ids stay theirs)
     original = noise.release_source

@@ -17,32 +17,35 @@ DPA_LINEAR = ["dpaudit", "dataset=linear", "dataset.n_train=200", "dataset.n_tes
               "staircase.k_max=4", "privacy.n_draws=20000", "privacy.epsilons=[1]"]
 DPA_BLOBS = ["dpaudit", "dataset=blobs", "dpaudit.query=parameter", "dataset.n_test=400", "train.steps=5",
              "staircase.k_max=4", "privacy.n_draws=20000", "privacy.epsilons=[1]"]
-AUDITS = [  # (id, item, argv, planted bug, what is correct)
-    ("shipped releases, linear", 4, DPA_LINEAR, None,
-     "exit 0: the shipped releases' lower bound stays below the claimed epsilon (exit 1 would be a violation)"),
-    ("shipped releases, blobs", 4, DPA_BLOBS, None,
-     "exit 0: the shipped releases' lower bound stays below the claimed epsilon"),
+# the issue's "default settings" (docs/dpaudit.md: linear about 280 s, blobs 30 s on a loaded 2-core machine)
+DPA_LINEAR_DEFAULT = ["dpaudit", "dataset=linear"]
+DPA_BLOBS_DEFAULT = ["dpaudit", "dataset=blobs", "dpaudit.query=parameter"]
+SHIPPED = ("exit 0: the shipped releases' lower bound stays below the claimed epsilon (exit 1, a violation, has "
+           "probability at most dpaudit.alpha = 0.05 a run on correct code: run it again before believing it)")
+AUDITS = [  # (id, item, argv, planted bug, what is correct, timeout)
+    ("shipped releases, linear", 4, DPA_LINEAR, None, SHIPPED, 600),
+    ("shipped releases, blobs", 4, DPA_BLOBS, None, SHIPPED, 600),
     ("published noise halved, linear", 3, DPA_LINEAR, "publish-half",
-     "exit 1: the noise of every draw from certdp.privacy.noise.release_source (what publish/ is drawn from) is "
-     "halved; dpaudit audits the published path, so it reports a violation"),
+     "exit 1: the noise of what publish/ holds is halved (tools/prober/plant.py); dpaudit draws through the code "
+     "that publishes, so it reports a violation", 600),
     ("published noise halved, blobs", 3, DPA_BLOBS, "publish-half",
-     "exit 1: the published parameters' noise is halved; dpaudit reports a violation"),
-    ("noise scale halved, linear", 4, DPA_LINEAR, "scale-half",
-     "exit 1: every mechanism's scale() halved (the default search on the default linear settings, smaller data)"),
-    ("noise scale halved, blobs", 4, DPA_BLOBS, "scale-half",
-     "exit 1: every mechanism's scale() halved (the default search on blobs, smaller data)"),
+     "exit 1: the published parameters' noise is halved; dpaudit reports a violation", 600),
+    ("noise scale halved, default linear", 4, DPA_LINEAR_DEFAULT, "scale-half",
+     "exit 1: every mechanism's scale() halved, `certdp dpaudit dataset=linear` as it is (the default search)", 1200),
+    ("noise scale halved, default blobs", 4, DPA_BLOBS_DEFAULT, "scale-half",
+     "exit 1: every mechanism's scale() halved, `certdp dpaudit dataset=blobs dpaudit.query=parameter` as it is", 900),
     ("refusal when a training feature exceeds 50", 4, DPA_LINEAR, "refuse-above-50",
-     "exit 1: a candidate dataset that refuses while its neighbour runs is an infinite privacy loss: a violation"),
+     "exit 1: a candidate dataset that refuses while its neighbour runs is an infinite privacy loss: a violation", 600),
 ]
 README_CORRECT = ("exit 0; publish/README.txt says 'Publishable: NO' and nowhere claims a CSPRNG draw or that no "
                   "seed is stored (with reproducible_release=false: 'Publishable: YES' and the CSPRNG)")
 
 
 def add(t: Table) -> None:
-    for name, item, argv, plant, correct in AUDITS:
+    for name, item, argv, plant, correct, timeout in AUDITS:
         with t.marked(hardening=True, item=item, correct=correct):
-            t.special("dpaudit-planted", f"dpaudit:{name}", section="dpaudit", category="wrong-result", timeout=600,
-                      argv=argv, plant=plant)
+            t.special("dpaudit-planted", f"dpaudit:{name}", section="dpaudit", category="wrong-result",
+                      timeout=timeout, argv=argv, plant=plant)
     with t.marked(hardening=True, item=10, correct=README_CORRECT):
         for name, argv in (("ags", ["ags", "dataset=blobs", "dataset.n_test=400", "train.steps=5", "ags.baselines=[]",
                                     "privacy.n_draws=5", "privacy.epsilons=[1]"]),

@@ -67,7 +67,9 @@ def sp_dpaudit_planted(p: Probe, ctx: Ctx, out: Path) -> dict:
 
 
 SILENT_S = 30       # imports and settings take seconds (more under load); timing a machine takes 30 s and more
-CSPRNG_CLAIM = re.compile(r"operating\s+system's\s+CSPRNG|no\s+seed\s+is\s+stored", re.I)
+# what a README claims of CSPRNG noise ("not from the operating system's CSPRNG" is no claim)
+CSPRNG_CLAIM = re.compile(r"(drawn|came)\s+from\s+the\s+operating\s+system's\s+CSPRNG|no\s+seed\s+is\s+stored",
+                          re.I)
 
 
 def sp_publish_readme(p: Probe, ctx: Ctx, out: Path) -> dict:

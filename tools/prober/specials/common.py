@@ -4,6 +4,7 @@ what a run said."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -60,3 +61,9 @@ def said(folder: Path, so: str, se: str) -> str:
     """Everything a run said: its stdout, stderr and every log.txt below ``folder``."""
     logs = [p.read_text(errors="replace") for p in folder.rglob("log.txt")]
     return "\n".join([so, se, *logs])
+
+
+def tree(folder: Path) -> dict:
+    """Every file below ``folder`` by relative path: its SHA-256."""
+    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file()} if folder.is_dir() else {}

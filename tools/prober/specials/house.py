@@ -15,8 +15,7 @@ from pathlib import Path
 from tools.prober.judge import refusal_problem
 from tools.prober.model import Probe
 from tools.prober.process import Ctx, base_env, run_dirs
-from tools.prober.specials.common import answer, crashed, run_cli
-from tools.prober.specials.resume import tree
+from tools.prober.specials.common import answer, crashed, run_cli, tree
 
 HEADER = "mechanism,epsilon,row,prediction"
 FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"     # a new shell: nothing activated

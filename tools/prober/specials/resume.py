@@ -6,7 +6,6 @@ suggests a command must be one that works as written."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 import shutil
@@ -15,7 +14,7 @@ from pathlib import Path
 from tools.prober.judge import refusal_problem
 from tools.prober.model import Probe
 from tools.prober.process import Ctx, base_env, fill, finish, launch, run_dirs
-from tools.prober.specials.common import answer, crashed, run_cli
+from tools.prober.specials.common import answer, crashed, run_cli, tree
 
 RES = ["agtr", "dataset=csv", "dataset.target=y", "dataset.n_test=40", "dataset.output_range=[-5,5]",
        "train.steps=6", "staircase.k_max=4", "privacy.n_draws=5", "checkpoint_minutes=0", "progress=false"]
@@ -30,12 +29,6 @@ class Failed(Exception):
     def __init__(self, behaviour: str, note: str, rc=None, se: str = "", argv=()):
         super().__init__(note)
         self.result = answer(behaviour, note, argv=argv, rc=rc, se=se)
-
-
-def tree(folder: Path) -> dict:
-    """Every file below ``folder`` by relative path: its SHA-256."""
-    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
-            for f in sorted(folder.rglob("*")) if f.is_file()} if folder.is_dir() else {}
 
 
 def csvs(run: Path) -> dict:
