@@ -2,7 +2,7 @@
 
 Every case runs the real command line in-process (``certdp.cli.main`` with ``sys.argv``
 patched; Hydra's ``main`` composes afresh on every call) and asserts: exit status 2, exactly one
-stderr line ``certdp: error: <key>: ...`` naming the key, no traceback, and no CSV under the
+stderr line ``certdp: error: <key>: <problem>; allowed: <what>`` naming the key, no traceback, no CSV under the
 run's ``out_root``.  Settings are small, so a case whose bad value is (wrongly) accepted still
 finishes in about a second.  The few inputs that could allocate without bound if accepted run in
 a subprocess under an address-space limit instead.  Property-based tests (hypothesis) feed random
@@ -274,7 +274,7 @@ def assert_refused(code: int, err: str, keys: tuple, out: Path) -> None:
     assert "Traceback" not in err and "Error executing job" not in err, err[-2000:]
     assert code == 2, f"exit {code}: {err[-800:]}"
     assert len(lines) == 1, f"{len(lines)} stderr lines:\n{err[-1500:]}"
-    named = re.match(r"^certdp: error: ([^\s:]+):", lines[0])
+    named = re.match(r"^certdp: error: ([^\s:]+): .*?; allowed: \S", lines[0])      # the one format of a refusal
     assert named, lines[0]
     assert any(named.group(1) == k or named.group(1).startswith(k + "=") for k in keys), \
         f"named {named.group(1)!r}, expected {' or '.join(keys)}: {lines[0]}"

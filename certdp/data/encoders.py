@@ -83,8 +83,8 @@ class SentenceEncoder:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
-                raise ConfigError("dataset.encoder", "sentence encoders need the optional extra: pip install 'certdp[text]' "
-                                                     "(sentence-transformers)")
+                raise ConfigError("dataset.encoder", "sentence encoders need the optional extra text; allowed: install it "
+                                                     "(pip install 'certdp[text]': sentence-transformers)")
             device = self.device
             if device == "auto":
                 import torch
