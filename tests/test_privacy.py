@@ -166,3 +166,13 @@ def test_smooth_laplace_first_order_beta_fails_at_large_epsilon():
     eps, delta = 15.0, 1e-5
     assert _smooth_laplace_worst_delta(eps, delta, eps / (2 * math.log(2 / delta))) > delta
     assert LaplaceSmooth(eps, delta).beta < eps / (2 * math.log(2 / delta))
+
+
+@pytest.mark.parametrize("eps", [1e3, 1e6, 1e300])
+def test_smooth_laplace_beta_is_finite_at_huge_epsilon(eps):
+    """The beta rule never overflows (e^b of the first-order beta would): a finite beta in (0, eps/2]
+    that meets the dilation condition."""
+    from certdp.privacy.mechanisms.prediction import laplace_max_beta
+    b = laplace_max_beta(eps, 1e-5)
+    assert 0 < b <= eps / 2 and math.isfinite(b)
+    assert math.log(eps / 2 + b) >= math.log(math.log(2e5)) + b + math.log(-math.expm1(-b))

@@ -7,7 +7,8 @@ change one thing each: no rows, only a header, random bytes, an infinite cell in
 (``inf.csv``: row 7, private under the default split, so clipped rather than refused) or in every
 tenth row (``inf10.csv``, public and test rows among them: refused), empty targets in every
 fiftieth (``nan.csv``) or tenth (``nan10.csv``) row, a constant target, values near 1e300, a
-duplicated column name, text features or targets, one row, a ragged row, a parquet name on csv
+duplicated column name, text features or targets, one row, a record longer than the header in
+every tenth row (``ragged.csv``: public and test rows among them, refused), a parquet name on csv
 bytes, ``;`` separators.
 """
 
@@ -55,7 +56,10 @@ def write_tables(folder: Path) -> Path:
     _table(c / "texttarget.csv", {"x1": x1, "x2": x2, "y": ["high" if v > 0 else "low" for v in y]})
     _table(c / "onerow.csv", {"x1": x1[:1], "x2": x2[:1], "y": y[:1]})
     lines = (c / "good.csv").read_text().splitlines()
-    (c / "ragged.csv").write_text("\n".join(lines[:50] + ["1.0,2.0,3.0,4.0,5.0"] + lines[50:]) + "\n")
+    # a record with more fields than the header in every tenth row (a private one is read as
+    # unreadable cells and imputed; a public or test one refuses the file)
+    ragged = [ln + ",4.0,5.0" if i % 10 == 5 else ln for i, ln in enumerate(lines)]
+    (c / "ragged.csv").write_text("\n".join(ragged) + "\n")
     (c / "fake.parquet").write_text((c / "good.csv").read_text())
     (c / "semicolon.csv").write_text((c / "good.csv").read_text().replace(",", ";"))
     (folder / "afile").write_text("a regular file, used where a folder is expected\n")

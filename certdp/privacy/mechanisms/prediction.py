@@ -153,9 +153,10 @@ def laplace_max_beta(epsilon: float, delta: float) -> float:
     L = math.log(2 / delta)
     first_order = epsilon / (2 * L)
 
-    def ok(b: float) -> bool:
-        return b == 0.0 or (epsilon / 2 + b) >= L * math.expm1(b)
+    def ok(b: float) -> bool:     # in logs: e^b overflows float64 for the b of a huge eps
+        return b == 0.0 or math.log(epsilon / 2 + b) >= math.log(L) + b + math.log(-math.expm1(-b))
 
     if ok(first_order):
         return first_order
-    return largest(ok, 0.0, min(first_order, epsilon / 2))
+    # a bracket: b >= ln 2 meeting the rule has e^b / 2 <= e^b - 1 <= (eps/2 + b) / ln 2, so b < 1 + ln(1 + 5 eps)
+    return largest(ok, 0.0, min(first_order, epsilon / 2, 1.0 + math.log1p(5 * epsilon)))
