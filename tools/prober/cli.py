@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
                          "signals, streams: tools/prober/catalogue/surfaces.py)")
     ap.add_argument("--hardening", action="store_true",
                     help="only the probes of loaders, resume, audits, publish/ and the house as a new user meets "
-                         "them (issue 28: tools/prober/catalogue/hardening*.py)")
+                         "them (issue 28: tools/prober/catalogue/{loaders,resume,publish,house}.py)")
     ap.add_argument("--quick", action="store_true",
                     help="only the device probes and the first few regular ones (seconds): checks the prober runs")
     ap.add_argument("--from-csv", default=None,
