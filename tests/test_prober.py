@@ -224,3 +224,16 @@ def test_the_judge_flags_a_refusal_with_exit_0_and_a_long_usage_error(tmp_path):
     assert judge(bare, 2, "", "certdp: error: COMMAND: missing; allowed: agtr, ...\n", False, tmp_path, [],
                  1.0)["behaviour"] == "refused-ok"
     assert judge(bare, 0, "Usage: certdp\n" + "x\n" * 30, "", False, tmp_path, [], 1.0)["behaviour"] == "ran-ok"
+
+
+def test_the_estimates_judge_flags_floor_rates_and_accepts_an_accountants_call_rate():
+    """A per-element rate at a floor is implausible; an accountant's entry is a rate of calls
+    (unit 0 by design, its time the overhead) and is judged on its call time."""
+    from tools.prober.specials.audits import implausible_rates
+    engine = {"overhead": 0.005, "unit": 5.7e-7, "setup": 0.0, "probe": 0.08, "spread": 0.8}
+    accountant = {"overhead": 0.92, "unit": 0.0, "setup": 0.0, "probe": 0.07, "spread": 0.4}
+    assert implausible_rates([{"crown/1-1-mse/b125": engine, "accountant/pld": accountant}]) == []
+    assert implausible_rates([{"ibp-tau/mlp": {**engine, "unit": 1e-15}}]) == ["ibp-tau/mlp.unit=1e-15"]
+    assert implausible_rates([{"train/mlp": {**engine, "unit": 0.0}}]) == ["train/mlp.unit=0"]
+    assert len(implausible_rates([{"accountant/pld": {**accountant, "overhead": 0.0}}])) == 1
+    assert len(implausible_rates([{"accountant/pld": {**accountant, "unit": 1e-6}}])) == 1

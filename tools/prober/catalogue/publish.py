@@ -60,6 +60,7 @@ def add(t: Table) -> None:
     with t.marked(hardening=True, item=11,
                   correct="`certdp figures --list profile=quick` with an empty cache: exit 0, its first line within "
                           "30 s (it says it is timing; the issue saw 240 s of silence), and every rate it caches at "
-                          "least 1e-12 s per element (a CPU core does not do 1e12 element operations a second)"):
+                          "least 1e-12 s per element (a CPU core does not do 1e12 element operations a second); an "
+                          "accountant's rate is one of calls: unit 0, a call's time in (0, 600] s"):
         t.special("estimates", "estimates:figures --list times this machine, says so, caches sane rates",
                   section="estimate", category="wrong-result", timeout=600)

@@ -109,6 +109,23 @@ def _rates(node, path="") -> list[tuple[str, float]]:
     return out
 
 
+def implausible_rates(caches: list) -> list[str]:
+    """The cached rates no machine can have: a per-element rate (``unit``, ``...rate``) below
+    1e-12 s (the floor rates of issue 28 item 11), or, for a rate of calls (an ``accountant/``
+    entry: its time is ``overhead`` a call and its ``unit`` 0 by design), a call time outside
+    (0, 600] s or a nonzero unit."""
+    bad = []
+    for cache in caches:
+        for key, entry in (cache.items() if isinstance(cache, dict) else []):
+            if key.startswith("accountant/") and isinstance(entry, dict):
+                call = entry.get("overhead")
+                if not (isinstance(call, (int, float)) and 0 < call <= 600 and entry.get("unit", 0) == 0):
+                    bad.append(f"{key}: {call!r} s a call, unit {entry.get('unit')!r}")
+                continue
+            bad += [f"{key}.{k}={v:.3g}" for k, v in _rates(entry) if not v >= 1e-12]
+    return bad
+
+
 def sp_estimates(p: Probe, ctx: Ctx, out: Path) -> dict:
     argv = ["figures", "--list", "profile=quick", f"out_root={out / 'o'}"]
     env = base_env(ctx, out)
@@ -141,14 +158,13 @@ def sp_estimates(p: Probe, ctx: Ctx, out: Path) -> dict:
     if silent > SILENT_S and total > SILENT_S:
         return answer("misleading", f"nothing printed for the first {silent:.0f} s of {total:.0f} s (timing "
                                     f"without a word)", argv=argv, rc=rc, se=se)
-    rates = [r for f in sorted(Path(env["CERTDP_CACHE"]).glob("timing/*.json"))
-             for r in _rates(json.loads(f.read_text()))]
-    low = [f"{k}={v:.3g}" for k, v in rates if not v >= 1e-12]
+    caches = [json.loads(f.read_text()) for f in sorted(Path(env["CERTDP_CACHE"]).glob("timing/*.json"))]
+    low = implausible_rates(caches)
     if low:
-        return answer("exit0-bad-output", f"cached rates below 1e-12 s per element: {', '.join(low[:4])}",
+        return answer("exit0-bad-output", f"implausible cached rates: {', '.join(low[:4])}",
                       argv=argv, rc=rc, se=se)
-    return answer("ran-ok", f"first line after {silent:.1f} s of {total:.0f} s; {len(rates)} cached rates, all "
-                            f">= 1e-12 s per element", argv=argv, rc=rc, se=se)
+    return answer("ran-ok", f"first line after {silent:.1f} s of {total:.0f} s; {len(_rates(caches))} cached rates, "
+                            f"per element all >= 1e-12 s, per call in (0, 600] s", argv=argv, rc=rc, se=se)
 
 
 SPECIALS = {"dpaudit-planted": sp_dpaudit_planted, "publish-readme": sp_publish_readme, "estimates": sp_estimates}
