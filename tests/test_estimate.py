@@ -157,8 +157,11 @@ def test_a_rate_is_timed_on_the_runs_own_model_engine_and_batch(tmp_path, monkey
     assert w.train_spec.widths == (1, 1) and w.train_spec.loss == "mse"
     E.estimate(s)
     assert {(b, k < 40_000) for key, b, k, _ in m.calls if key == spec.key} == {(40_000, True)}
+    # blobs' default trains full batch; the paper's training (batch 20) is timed on mini-batches
     blobs = E.work_of(settings("ags", "dataset=blobs"))
-    assert blobs.train_spec.loss == "hinge" and all(sp.minibatch for sp in blobs.specs.values() if sp.kind == "agt")
+    assert blobs.train_spec.loss == "hinge" and not any(sp.minibatch for sp in blobs.specs.values() if sp.kind == "agt")
+    paper = E.work_of(settings("ags", "dataset=blobs", "train.batch_size=20", "train.steps=200"))
+    assert all(sp.minibatch for sp in paper.specs.values() if sp.kind == "agt")
 
 
 # ---------------------------------------------------------------------------- the rates
@@ -324,7 +327,7 @@ def test_figures_list_says_it_is_timing_before_it_times_and_estimates_what_a_che
     (r,) = [F.resolve(sp, tmp_path / "out") for sp in F.load_experiments(exps)["tiny_estimate"].specs("quick")]
     ck = checkpoint.Session(folder=results.resumable_dir(r.run_dir), interval_s=None, progress_s=None,
                             restored={"nominal#0": {"step": 40, "done": True}, "agt#0": {"step": 39, "done": False}},
-                            record={"format": checkpoint.STATE_FORMAT})
+                            record={"format": checkpoint.STATE_FORMAT, checkpoint.ID_KEY: "test-checkpoint"})
     ck.save()
     from certdp.figure_times import run_estimate
     left = run_estimate(r)
@@ -379,7 +382,7 @@ def test_timing_inside_a_run_leaves_the_runs_checkpoint_alone(tmp_path):
     run's checkpoint (its loop keys would shift and a resume would refuse)."""
     from certdp.estimate.timers import apart, timer_of
     run = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=0, progress_s=None,
-                             record={"format": checkpoint.STATE_FORMAT})
+                             record={"format": checkpoint.STATE_FORMAT, checkpoint.ID_KEY: "test-checkpoint"})
     checkpoint.activate(run)
     try:
         with apart():
