@@ -31,6 +31,7 @@ def test_every_benchmark_has_a_quick_form():
 
 
 QUICK = {
+    "pinned_csvs.py": ["--quick"],
     "bench_table.py": ["--quick", "--devices", "cpu"],
     "bench_agt.py": ["--quick"],
     "containment.py": ["--quick", "--models", "linear,softmax"],
