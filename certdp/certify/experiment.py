@@ -188,7 +188,8 @@ def with_provenance(frames: dict, provenance, *, device: str | torch.device) -> 
     """``frames`` with the provenance columns on every row of every table: ``scaling`` (where
     the data's scaling came from), ``dp_end_to_end`` (bool) and ``device`` (where training and
     AGT computed: the resolved ``device`` setting, e.g. ``cpu`` or ``cuda:0``; runners pass
-    ``exp.device`` or ``settings.run.device``).
+    ``exp.device`` or ``settings.run.device``), and the dataset's own labels where it has some
+    (imdb: ``data_profile``, ``encoder``, ``subset``: what the features were computed from).
 
     ``provenance`` is a :class:`~certdp.data.Dataset` (its :func:`~certdp.data.provenance`) or
     the dict itself.  A row's ``dp_end_to_end`` is the dataset's (false under
@@ -210,6 +211,9 @@ def with_provenance(frames: dict, provenance, *, device: str | torch.device) -> 
         flag = pd.Series(bool(prov["dp_end_to_end"]), index=df.index, dtype=bool)
         if "smoothness_proof" in df.columns:
             flag &= df["smoothness_proof"].fillna(True).astype(bool)
+        for k, v in prov.items():        # the dataset's labels (imdb: data_profile, encoder, subset)
+            if k not in ("dp_end_to_end", "scaling"):
+                df[k] = v
         df["scaling"] = prov["scaling"]
         df["dp_end_to_end"] = flag
         df["device"] = str(torch.device(device))
