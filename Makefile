@@ -7,7 +7,7 @@ TEST_JOBS ?= 2          # pytest-xdist workers of the slow tier (its tests are i
 EXTRAS ?= dev,text,hybrid,launchers,docs
 export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: install test test-slow test-all wheel-check docs bench reproduce-figures clean
+.PHONY: install test test-slow test-all wheel-check docs bench reproduce-figures clean delete-outputs
 
 install:                # a venv with torch 2.13.0 (the measured version) and certdp editable with $(EXTRAS)
 	$(PY) -m venv $(VENV)
@@ -35,5 +35,9 @@ bench:                  # one table: AGT s/step on the CPU and, where torch sees
 reproduce-figures:
 	$(BIN)/certdp figures profile=$(PROFILE) jobs=$(JOBS)
 
-clean:
-	rm -rf outputs/*/ .pytest_cache build/site
+clean:                  # build artefacts only (test cache, docs site, wheels); never a run under outputs/
+	rm -rf .pytest_cache build dist
+
+delete-outputs:         # DELETES every run under outputs/ (your results): only by this name, never by clean
+	@echo "deleting every run under outputs/: $$(ls -d outputs/*/ 2>/dev/null | wc -l) folder(s)"
+	rm -rf outputs/*/

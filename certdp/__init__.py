@@ -1,48 +1,36 @@
-"""certdp: formal verification (Abstract Gradient Training) turned into differential privacy."""
+"""certdp: formal verification (Abstract Gradient Training) turned into differential privacy.
 
-import os as _os
-import signal as _signal
-import sys as _sys
-
-
-def _startup_signal(signum, frame) -> None:
-    """SIGINT/SIGTERM while the command line starts (imports take seconds; nothing is written
-    yet): one line and exit 128 + signum, instead of a KeyboardInterrupt traceback or a silent
-    end.  :func:`certdp.cli.main` replaces this handler once it runs."""
-    name = _signal.Signals(signum).name
-    _os.write(2, f"certdp: interrupted by {name} during start-up; nothing was written\n".encode())
-    _os._exit(128 + signum)
-
-
-# Only for the command line (``python -m certdp.cli``: argv[0] is "-m" while the package is
-# imported; the ``certdp`` script), never for a program that imports certdp as a library.
-if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "") == "certdp":
-    for _sig in (_signal.SIGINT, _signal.SIGTERM):
-        try:
-            _signal.signal(_sig, _startup_signal)
-        except ValueError:        # not the main thread
-            pass
-
-import torch  # noqa: E402  (after the start-up handler: importing torch takes most of the start-up)
+Importing the package has no side effects: no signal handler, no allocator setting, no torch
+import.  The command line (:func:`certdp.cli.main`, ``python -m certdp.cli``) handles signals
+from its first line and tunes the allocator (:func:`tune_malloc`); a program that trains with
+certdp as a library and wants the same allocator behaviour calls :func:`tune_malloc` itself.
+"""
 
 __version__ = "0.1.0"
 
-# All certified arithmetic is float64: bounds are compared against retrained parameters
-# whose differences can be far below float32 resolution.
-DTYPE = torch.float64
+
+def __getattr__(name: str):
+    # All certified arithmetic is float64: bounds are compared against retrained parameters
+    # whose differences can be far below float32 resolution.  Resolved on first use so that
+    # `import certdp` does not import torch (seconds) -- the command line's start-up signal
+    # handler must be in place before that happens.
+    if name == "DTYPE":
+        import torch
+        return torch.float64
+    raise AttributeError(f"module 'certdp' has no attribute {name!r}")
 
 
-def _tune_malloc() -> None:
+def tune_malloc() -> bool:
     """Keep large freed blocks on the heap (glibc): AGT allocates many ~100 MB tensors per step,
     and returning each to the OS costs a page fault per 4 KiB on the next allocation (measured:
-    4x slower training).  A no-op where glibc's mallopt is unavailable."""
+    4x slower training).  Process-wide, so only the command line calls it (at start-up and in
+    each job a launcher runs); True where glibc's ``mallopt`` took both settings, False (a
+    no-op) elsewhere."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-4, 0)           # M_MMAP_MAX: never serve allocations by mmap
-        libc.mallopt(-1, 2 ** 30)     # M_TRIM_THRESHOLD: keep up to 1 GiB of free heap
+        ok = libc.mallopt(-4, 0)                # M_MMAP_MAX: never serve allocations by mmap
+        ok &= libc.mallopt(-1, 2 ** 30)         # M_TRIM_THRESHOLD: keep up to 1 GiB of free heap
+        return bool(ok)
     except (OSError, AttributeError):
-        pass
-
-
-_tune_malloc()
+        return False

@@ -7,14 +7,41 @@ any Hydra app.  This module only parses and dispatches.
 
 from __future__ import annotations
 
-import logging
+import os
+import signal
 import sys
+
+
+def _startup_signal(signum, frame) -> None:
+    """SIGINT/SIGTERM while the command line starts (imports take seconds; nothing is written
+    yet): one line and exit 128 + signum, not a KeyboardInterrupt traceback or a silent end.
+    :func:`main` replaces this handler once it runs."""
+    os.write(2, f"certdp: interrupted by {signal.Signals(signum).name} during start-up; nothing was written\n".encode())
+    os._exit(128 + signum)
+
+
+def _catch_startup_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, _startup_signal)
+        except ValueError:        # not the main thread
+            pass
+
+
+# The command line starts here: ``python -m certdp.cli`` runs this module as __main__, and the
+# ``certdp`` script (argv[0]) imports it to call main().  Before the imports below (torch, pandas,
+# Hydra: seconds), so that a signal during them is one line too.  A program importing certdp or
+# certdp.cli as a library keeps its own handlers (`import certdp` has no side effects).
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "certdp":
+    _catch_startup_signals()
+
+import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from certdp import results
+from certdp import results, tune_malloc
 from certdp.errors import ConfigError
 from certdp.runs import (LANDED, PARSED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
                          ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
@@ -115,6 +142,7 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
+        tune_malloc()                 # a launcher's worker process runs only this function
         hc = HydraConfig.get()
         execute(command, COMMANDS[command][0], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
 
@@ -200,8 +228,8 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
     """Repeat a finished run from its config.yaml in a NEW run folder beside it (same
     out_root, a fresh timestamped name): same config and seed, so byte-identical CSVs.  Only
     out_root=DIR, run=NAME, overwrite=true and progress=false may be given.  Refused: a
-    config.yaml edited since the run (run.json holds its SHA-256); warned: an input file
-    (dataset.path, queries) that changed since the run.
+    config.yaml edited since the run (run.json holds its SHA-256), and an input file
+    (dataset.path, queries) that is gone or changed since the run.
 
     Examples:
 
@@ -254,7 +282,7 @@ def predict_cmd(ctx: typer.Context,
                 run_dir: str = typer.Argument(None, metavar="SOURCE", help="A finished certdp ags run's folder, or its "
                                               "released.json (publish/released.json)."),
                 input: str = typer.Option(None, "--input", help="A table (.csv, .tsv, .parquet) with the run's feature columns."),
-                output: str = typer.Option(None, "--output", help="Write the predictions here (csv); default: stdout."),
+                output: str = typer.Option(None, "--output", help="Write the predictions here (csv); default or -: standard output."),
                 overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier predictions file at --output."),
                 mechanism: str = typer.Option(None, "--mechanism", help="Only this release (e.g. cauchy_p)."),
                 epsilon: str = typer.Option(None, "--epsilon", help="Only the release at this epsilon.")):
@@ -289,7 +317,7 @@ def predict_cmd(ctx: typer.Context,
     try:
         source = released_path(run_dir)
         out = None
-        if output is not None:
+        if output is not None and output != "-":          # "-": standard output, as leaving --output out
             try:
                 out = results.check_output_path(output, protect=(input, source), overwrite=overwrite,
                                                 header=",".join(PREDICTION_COLUMNS))
@@ -305,31 +333,20 @@ def predict_cmd(ctx: typer.Context,
                    "labelled non-private shortcut shaped it)", err=True)
     if rel.publishable is False:
         typer.echo(f"certdp: warning: released.json is marked not publishable ({rel.note[:160]})", err=True)
+    text = preds.to_csv(index=False, float_format=results.CSV_FLOAT_FORMAT)     # the same text in a file and on stdout
     if out is not None:
         try:
-            results.write_csv(out, preds)
-        except OSError as e:
-            fail(io_error_message(e))
-    elif not say(preds.to_csv(index=False).rstrip("\n")):
+            results.atomic_write_text(out, text)
+        except OSError as e:                              # e.filename: the temporary file beside out
+            fail(f"--output: cannot write {out} ({e.strerror or e}); nothing was written; allowed: a file in a "
+                 "writable folder with free space")
+    elif not say(text.rstrip("\n")):
         fail(f"stdout: the predictions could not be written ({stdout_problem()}); nothing else was written; allowed: "
              "a standard output that takes every row, or --output FILE", code=1)
     for r in summary.itertuples():
         acc = f", accuracy {r.accuracy:.4f}" if "accuracy" in summary.columns else ""
         typer.echo(f"certdp predict: {r.mechanism} eps={r.epsilon:g}: {r.n_rows} rows{acc}"
                    + (f" -> {out}" if out is not None else ""), err=True)
-
-
-def list_settings(command: str | None) -> None:
-    """Every declared setting (of ``command``, or of every command): key, default, type /
-    allowed, help -- from the declarations, as docs/settings.md (tools/settings_doc.py)."""
-    from certdp.settings.schema import declarations
-    if command is not None and command not in COMMANDS:
-        fail(f"{command}: no such command; allowed: {', '.join(COMMANDS)}")
-    for d in declarations():
-        if command is not None and command not in d.commands:
-            continue
-        where = f" [{d.where}]" if d.where else ""
-        say(f"  {d.key}{where} = {d.default_text}: {d.allowed}\n      {d.field.help}")
 
 
 @app.command("list")
@@ -340,45 +357,21 @@ def list_cmd(what: Annotated[Optional[str], typer.Argument(
     """List datasets (with where each is loaded from and whether it is present), models,
     certificates, releases (mechanisms), accountants and commands; `certdp list settings
     [COMMAND]` lists every setting (of COMMAND) from its declaration (docs/settings.md)."""
+    from certdp.listing import list_names, list_settings
+    names = list(COMMANDS) + list(EXTRA_COMMANDS)
     if what is not None:
         if what != "settings":
             fail(f"{what}: nothing to list; allowed: settings [COMMAND], or nothing")
-        list_settings(command)
+        list_settings(command, commands=names, run_commands=tuple(COMMANDS))
         return
     if command is not None:
         fail(f"{command}: unexpected argument; allowed: certdp list settings [COMMAND]")
-    from certdp.bounds import CERTIFICATES
-    from certdp.data import entries
-    from certdp.data.sources import where_from
-    from certdp.privacy import mechanisms
-    from certdp.privacy.accounting import ACCOUNTANTS
-    import yaml
-
-    say("datasets:")
-    for name, e in entries().items():
-        cfg_path = config_dir() / "dataset" / f"{name}.yaml"
-        dcfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
-        where, present = where_from(name, e.files(dcfg or {}), (dcfg or {}).get("path"))
-        say(f"  {name:<12} {e.task:<10} {'present' if present else 'absent ':<8} {e.summary}\n"
-                   f"  {'':<12} from: {where}")
-    say("models: " + ", ".join(_group_options("model") or []))
-    say("certificates (certificate=NAME; its certificate.<option>s):")
-    for name, cls in sorted(CERTIFICATES.items()):
-        say(f"  {name:<16} {', '.join(cls.options) or 'no options'}")
-    for query, used_by in (("prediction", "agtr, certify, audit, pate"), ("parameter", "ags, hybrid head")):
-        say(f"releases of a {query} (privacy.releases of {used_by}):")
-        for name in mechanisms.names(query):
-            cls = mechanisms.REGISTRY[name]
-            say(f"  {name:<16} {cls.kind}, {cls.regime} DP: {cls.help()}")
-    say("accountants (compose: ags.composition; dpsgd: dpsgd.optimised.accountants, dpsgd.accountant):")
-    for name, cls in ACCOUNTANTS.items():
-        say(f"  {name:<16} {'+'.join(cls.uses):<14} {' '.join((cls.__doc__ or '').split())}")
-    say("commands: " + ", ".join(list(COMMANDS) + list(EXTRA_COMMANDS)))
+    list_names(names, config_dir(), _group_options("model"))
 
 
 @app.command("figures", context_settings=CTX)
 def figures_cmd(ctx: typer.Context,
-                list_: bool = typer.Option(False, "--list", help="List the figures and their runs, then exit."),
+                list_: bool = typer.Option(False, "--list", help="List the figures (those named, or all) and their runs, then exit."),
                 plot_only: bool = typer.Option(False, "--plot-only", help="Draw from existing runs only.")):
     """Every paper figure: run what is missing (resume), draw outputs/figures/<name>.{png,pdf,csv}
     and the gallery outputs/figures/index.html.  Not a Hydra command; arguments are figure
@@ -393,7 +386,8 @@ def figures_cmd(ctx: typer.Context,
       certdp figures agtr_pate agtr_gs profile=paper jobs=2
     """
     from certdp import figures as F
-    opts = {"profile": "paper", "jobs": "1", "launcher": "basic", "out_root": "outputs"}
+    from certdp.listing import FIGURES_SETTINGS
+    opts = {k: default for k, (default, _) in FIGURES_SETTINGS.items()}
     names, launcher_args = [], []
     for a in ctx.args:
         if a.startswith("hydra."):
@@ -411,8 +405,13 @@ def figures_cmd(ctx: typer.Context,
     try:
         profile = choice(opts["profile"], "profile", allowed=F.PROFILES)
         jobs = integer(int(opts["jobs"]) if opts["jobs"].lstrip("-").isdigit() else opts["jobs"], "jobs", lo=1)
-        if list_:
-            F.list_figures(profile, echo=say, out_root=opts["out_root"])
+        if list_:                                         # the named figures (an unknown name refused), or all
+            from certdp.figure_times import list_figures
+            exps = F.load_experiments()
+            if any(n not in exps for n in names):
+                fail(f"figures: unknown {', '.join(n for n in names if n not in exps)}; allowed: {', '.join(exps)}")
+            list_figures(profile, echo=say, out_root=opts["out_root"], resolve=F.resolve,
+                         load=lambda _: {n: e for n, e in exps.items() if not names or n in names})
             return
         with handle_signals():
             try:
@@ -458,6 +457,7 @@ def main() -> None:
         from typer._click import exceptions as cx        # the click that typer runs (typer >= 0.2x vendors it)
     except ImportError:                                   # pragma: no cover - an older typer uses click itself
         from click import exceptions as cx
+    tune_malloc()                   # process-wide: the command line's own process only (certdp/__init__.py)
     STDOUT.update(error=None, reported=False)       # a fresh command (main may run several times in one process)
     old = sys.stdout
     sys.stdout = GuardedStdout(old)
@@ -466,9 +466,9 @@ def main() -> None:
             try:
                 rv = app(standalone_mode=False, prog_name="certdp")
                 code = rv if isinstance(rv, int) else 0
-            except cx.NoArgsIsHelpError as e:
-                e.show()
-                code = 2
+            except cx.NoArgsIsHelpError:                  # bare `certdp`: one line, as every refusal
+                fail(f"COMMAND: missing; allowed: {', '.join(list(COMMANDS) + list(EXTRA_COMMANDS))} (`certdp "
+                     "--help` says what each does)")
             except cx.UsageError as e:
                 fail(usage_line(e), code=2)
             except cx.ClickException as e:

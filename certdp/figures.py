@@ -419,7 +419,7 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
     if launcher not in LAUNCHERS:
         raise ConfigError("launcher", f"unknown '{launcher}'; allowed: {', '.join(LAUNCHERS)}")
     if jobs < 1:
-        raise ConfigError("jobs", f"must be >= 1 (got {jobs})")
+        raise ConfigError("jobs", f"got {jobs}; allowed: an integer >= 1")
     if "CERTDP_DATA_DIR" not in os.environ and (REPO_ROOT.parent / "shared" / "data").is_dir():
         os.environ["CERTDP_DATA_DIR"] = str(REPO_ROOT.parent / "shared" / "data")   # as the Makefile does
     exps = load_experiments(experiments)

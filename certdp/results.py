@@ -59,6 +59,7 @@ RUN_FORMAT = "certdp.run/1"
 CONFIG_FORMAT = 2                # the layout of config.yaml (configs/base.yaml: config_format)
 HYDRA_DIR = ".hydra"             # Hydra's record of the job, inside the run folder
 MAX_RUN_ENTRIES = 10_000         # a folder with more entries is not one run (overwrite refuses it)
+CSV_FLOAT_FORMAT = "%.10g"       # every CSV certdp writes, to a file or to standard output (certdp predict)
 
 
 # ---------------------------------------------------------------------------------- names
@@ -336,7 +337,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_csv(path: Path, df: pd.DataFrame) -> Path:
-    atomic_write_text(path, df.to_csv(index=False, float_format="%.10g"))
+    atomic_write_text(path, df.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
     log.debug("wrote %s (%d rows)", path, len(df))
     return Path(path)
 
@@ -360,9 +361,9 @@ def check_output_path(path: str | os.PathLike, *, protect: tuple = (), overwrite
     """The path a command may write one output file to (``certdp predict --output``); refused
     with :class:`OutputRefused`: a folder, a FIFO, a device or a symbolic link (the file written
     would replace it with a regular file), any path in ``protect`` (the command's inputs), a path
-    inside a run folder (a finished run never changes), a path below a file, and an existing
-    file unless ``overwrite`` -- and even then only a file that ``header`` shows is an earlier
-    output of the same kind (its first line)."""
+    inside a run folder (a finished run never changes), a path below a file or in a folder that
+    does not exist or is not writable, and an existing file unless ``overwrite`` -- and even then
+    only a file that ``header`` shows is an earlier output of the same kind (its first line)."""
     p = Path(os.path.abspath(Path(path).expanduser()))
     try:
         st = os.lstat(p)
@@ -405,6 +406,8 @@ def check_output_path(path: str | os.PathLike, *, protect: tuple = (), overwrite
             raise OutputRefused(f"{p} lies inside the finished run {up}; allowed: a path outside run folders")
         if up.exists() and not up.is_dir():
             raise OutputRefused(f"{p} lies below {up}, which is a file; allowed: a path in a folder")
+    if not (p.parent.is_dir() and os.access(p.parent, os.W_OK | os.X_OK)):
+        raise OutputRefused(f"the folder {p.parent} does not exist or is not writable; allowed: a writable folder")
     return p
 
 

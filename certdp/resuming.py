@@ -364,7 +364,7 @@ def rerun_config(run_dir: str, args: list[str], *, commands) -> tuple[str, Path,
 
     The run's record is checked first (:func:`certdp.settings.record.load_run_record`: a
     finished run, ``config.yaml`` unedited since the run, complete, of this layout); an input
-    file that changed since the run is a warning.  The config is replayed as Hydra's primary
+    file that is gone, moved or changed since the run is refused (one line, keyed by the input).  The config is replayed as Hydra's primary
     config on top of ``configs/base.yaml`` (folders, logging), without the keys that only say
     where the old run was written (``run``, ``out_root``, ``overwrite``): the new run gets a
     fresh name under the same out_root (the folder holding ``<command>/<dataset>/`` above
@@ -382,7 +382,14 @@ def rerun_config(run_dir: str, args: list[str], *, commands) -> tuple[str, Path,
         raise ConfigError("RUN_DIR", f"{ck} is the checkpoint of an interrupted run, not a finished run; allowed: "
                                      f"`certdp resume {ck}` to continue it, or the folder of a finished run")
     rec = load_run_record(run_dir, commands=tuple(commands))
-    warnings = list(rec.warnings)
+    for key, how, was, now in rec.changes:      # same config and seed give the same CSVs only on the same inputs
+        what = {"gone": f"{was}, which the run read, is gone or unreadable",
+                "moved": f"the rerun would read {now}, the run read {was}",
+                "changed": f"{was} changed since the run (its SHA-256 differs from run.json's)"}[how]
+        raise ConfigError(key, f"{what}, so a rerun would not repeat the run; nothing was run; allowed: the run's "
+                               f"input file as it was, at that path (or a new `certdp {rec.command} ...` run on the "
+                               "file as it is now)")
+    warnings = []
     if rec.version != __version__:
         warnings.append(f"the run was made by certdp {rec.version}, this is {__version__}")
     d = dict(rec.config)

@@ -213,7 +213,7 @@ def io_error_message(e: OSError, out_root: str | os.PathLike | None = None) -> s
 def _overwrite_flag(value) -> bool:
     if isinstance(value, bool):
         return value
-    fail(f"overwrite: must be true or false (got {value!r}); true replaces a finished run in the same folder")
+    fail(f"overwrite: got {value!r}; allowed: true (replace a finished run in the same folder) or false")
 
 
 def _run_paths(output_dir, key: str) -> "results.RunPaths":
@@ -376,7 +376,7 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             try:
                 runner = getattr(importlib.import_module(mod_name), fn_name)
             except ModuleNotFoundError:
-                fail(f"command '{command}' is not available in this build")
+                fail(f"{command}: not available in this build; allowed: the commands `certdp --help` lists")
             inputs = results.input_records(d)        # the files as this run reads them (run.json)
             results.write_config(paths.staging / results.CONFIG_FILE, d)
             session, resumed = resuming.resume_session(command, d, settings.run, paths, inputs=inputs,
@@ -423,7 +423,8 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             if landed is None:
                 results.discard(paths)
                 fail(io_error_message(e, out_root))
-            fail(f"{io_error_message(e)}; the run itself is complete: {landed}")
+            problem, _, allowed = io_error_message(e).partition("; allowed: ")
+            fail(f"{problem}; the run itself is complete: {landed}; allowed: {allowed}")
         except KeyboardInterrupt as e:
             ignore_signals()
             if landed is not None:

@@ -36,15 +36,15 @@ class TrainSettings:
 
     def __post_init__(self):
         if self.steps < 1:
-            raise ConfigError("train.steps", f"must be >= 1 (got {self.steps})")
+            raise ConfigError("train.steps", f"got {self.steps}; allowed: an integer >= 1")
         if not self.lr > 0:
-            raise ConfigError("train.lr", f"must be > 0 (got {self.lr})")
+            raise ConfigError("train.lr", f"got {self.lr}; allowed: a number > 0")
         if not self.clip > 0:
-            raise ConfigError("train.clip", f"must be > 0 (got {self.clip})")
+            raise ConfigError("train.clip", f"got {self.clip}; allowed: a number > 0")
         if not 0 < self.contraction <= 1:
-            raise ConfigError("train.contraction", f"must be in (0, 1] (got {self.contraction})")
+            raise ConfigError("train.contraction", f"got {self.contraction}; allowed: a number in (0, 1]")
         if self.batch_size is not None and self.batch_size < 1:
-            raise ConfigError("train.batch_size", f"must be >= 1 or null for full batch (got {self.batch_size})")
+            raise ConfigError("train.batch_size", f"got {self.batch_size}; allowed: an integer >= 1, or null (full batch)")
 
 
 def batch_plan(n: int, settings: TrainSettings) -> torch.Tensor:

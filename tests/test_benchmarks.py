@@ -39,6 +39,7 @@ QUICK = {
     "dpaudit_power.py": ["--quick", "--out", "dpaudit"],
     "gpu_profile_step.py": ["--quick", "--device", "cpu"],
     "estimate_accuracy.py": ["--quick"],
+    "gaplp_frontier.py": ["--quick"],
 }
 
 

@@ -56,5 +56,5 @@ def test_the_cli_refuses_a_planted_unknown_option_in_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert lines[0].startswith("certdp: error: certificate.time_limit: not an option of the certificate 'ibp'")
-    assert "; allowed for ibp: aggregation, substitutions" in lines[0]
+    assert "; allowed: aggregation, substitutions (the options of ibp)" in lines[0]
     assert not any(tmp_path.rglob("*.csv"))

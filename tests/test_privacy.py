@@ -132,3 +132,47 @@ def test_analytic_gaussian_sigma_at_huge_epsilon_is_finite_and_meets_delta(eps):
     assert norm.cdf(a - b) - math.exp(eps + norm.logcdf(-a - b)) <= delta * (1 + 1e-6)
     if eps == 700.0:
         assert sig == pytest.approx(analytic_gaussian_sigma(699.9999999, delta), rel=1e-6)
+
+
+def _smooth_laplace_worst_delta(eps: float, delta: float, beta: float) -> float:
+    """The exact delta(eps) of the smooth Laplace release (scale 2S/eps) over the corners of the
+    neighbours its proof admits: centres |c - c'| <= min(S, S'), S' = S e^{+-beta}."""
+    from certdp.privacy.loss import Release1D, delta_of
+    worst = 0.0
+    for s2 in (math.exp(beta), math.exp(-beta)):
+        shift = min(1.0, s2)
+        a = Release1D("laplace", 0.0, 2.0 / eps)
+        b = Release1D("laplace", shift, 2.0 * s2 / eps)
+        worst = max(worst, float(delta_of(a, b, eps)))
+    return worst
+
+
+@pytest.mark.parametrize("delta", [1e-3, 1e-5, 1e-8])
+@pytest.mark.parametrize("eps", [0.5, 2.0, 4.0, 8.0, 15.0, 30.0, 100.0])
+def test_smooth_laplace_beta_keeps_delta_at_every_epsilon(eps, delta):
+    """Exact hockey-stick divergence (privacy.loss) on the worst admissible pair: the shipped beta
+    keeps it <= delta at every eps, and equals Nissim et al.'s eps / (2 ln(2/delta)) wherever that
+    rule holds (so the small-eps releases are unchanged)."""
+    m = LaplaceSmooth(eps, delta)
+    assert _smooth_laplace_worst_delta(eps, delta, m.beta) <= delta * (1 + 1e-9)
+    first_order = eps / (2 * math.log(2 / delta))
+    if eps <= 2.0:
+        assert m.beta == first_order
+
+
+def test_smooth_laplace_first_order_beta_fails_at_large_epsilon():
+    """The planted bug the rule above removes: Nissim et al.'s first-order beta at eps = 15,
+    delta = 1e-5 is not (eps, delta)-DP on an admissible pair (the check can fail)."""
+    eps, delta = 15.0, 1e-5
+    assert _smooth_laplace_worst_delta(eps, delta, eps / (2 * math.log(2 / delta))) > delta
+    assert LaplaceSmooth(eps, delta).beta < eps / (2 * math.log(2 / delta))
+
+
+@pytest.mark.parametrize("eps", [1e3, 1e6, 1e300])
+def test_smooth_laplace_beta_is_finite_at_huge_epsilon(eps):
+    """The beta rule never overflows (e^b of the first-order beta would): a finite beta in (0, eps/2]
+    that meets the dilation condition."""
+    from certdp.privacy.mechanisms.prediction import laplace_max_beta
+    b = laplace_max_beta(eps, 1e-5)
+    assert 0 < b <= eps / 2 and math.isfinite(b)
+    assert math.log(eps / 2 + b) >= math.log(math.log(2e5)) + b + math.log(-math.expm1(-b))

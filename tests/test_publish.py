@@ -108,6 +108,7 @@ def test_published_files_hold_no_seed_path_or_private_statistic(tmp_path):
     for f in (d / "publish").iterdir():
         text = f.read_text()
         assert str(SEED) not in text and str(tmp_path) not in text and "leak" not in text, f
+    assert CSPRNG_CLAIM in " ".join((d / "publish" / "README.txt").read_text().split())
 
     path = sklearn_csv(tmp_path, "diabetes")
     pd.read_csv(path).drop(columns="target").iloc[:5].to_csv(tmp_path / "q.csv", index=False)
@@ -131,6 +132,26 @@ def test_published_files_hold_no_seed_path_or_private_statistic(tmp_path):
         text = f.read_text()
         assert str(SEED) not in text and str(tmp_path) not in text, f
     assert "epsilon 15 and delta 5e-05" in (q / "publish" / "README.txt").read_text()
+
+
+CSPRNG_CLAIM = "noise drawn from the operating system's CSPRNG; no seed is stored"
+
+
+def test_a_seeded_release_is_described_as_seeded(tmp_path):
+    """Issue 28 item 10: under privacy.reproducible_release=true the README of publish/ (ags, and
+    agtr queries=) says the noise came from the run seed and is not publishable -- it no longer
+    claims the OS CSPRNG above "Publishable: NO"."""
+    d = ags_run(tmp_path, "seeded", "privacy.reproducible_release=true", "privacy.epsilons=[1]")
+    (tmp_path / "q.csv").write_text("x\n0.1\n-0.3\n")
+    code, err = run(["agtr", "dataset=linear", "dataset.n_train=12", "dataset.n_test=20", "train.batch_size=4",
+                     "train.steps=6", "staircase.k_max=12", "privacy.n_draws=5", "privacy.epsilons=[1]",
+                     f"queries={tmp_path / 'q.csv'}", "privacy.reproducible_release=true", "run=q"], tmp_path / "agtr")
+    assert code == 0, err
+    for readme in (d / "publish" / "README.txt", tmp_path / "agtr" / "agtr" / "linear" / "q" / "publish" / "README.txt"):
+        text = " ".join(readme.read_text().split())
+        assert CSPRNG_CLAIM not in text, readme
+        assert "SEEDED from the run seed (privacy.reproducible_release=true" in text
+        assert "Publishable: NO - privacy.reproducible_release=true seeded these draws" in text
 
 
 # ---------------------------------------------------------------------------- the attack of issue 19

@@ -203,7 +203,7 @@ def test_grid_of_neighbouring_pairs_never_exceeds_the_claim():
 
 
 def test_engines_declare_nesting_and_the_rest_are_refused_for_smooth_releases():
-    for name, opts in (("ibp", {}), ("ibp", {"aggregation": "tau"}), ("crown", {})):
+    for name, opts in (("ibp", {}), ("ibp", {"aggregation": "tau"}), ("crown", {}), ("gaplp", {})):
         cert = get_certificate(name, **opts)
         assert cert.nesting_monotone and coverage(cert) is None
         require_covered(cert)
@@ -214,7 +214,7 @@ def test_engines_declare_nesting_and_the_rest_are_refused_for_smooth_releases():
         assert not cert.nesting_monotone and coverage(cert) is not None
         with pytest.raises(ConfigError) as e:
             require_covered(cert)
-        assert e.value.key == "certificate.name" and "beta-smooth" in str(e.value) and "crown, ibp" in str(e.value)
+        assert e.value.key == "certificate.name" and "beta-smooth" in str(e.value) and "crown, gaplp, ibp" in str(e.value)
     with pytest.raises(ConfigError) as e:            # the old route to nesting is withdrawn at parse time
         get_certificate("milp", workers=1, on_time_limit="refuse")
     assert e.value.key == "certificate.on_time_limit"
@@ -230,7 +230,7 @@ def test_engines_declare_nesting_and_the_rest_are_refused_for_smooth_releases():
 
     with pytest.raises(ConfigError) as e:
         require_covered(Undeclared())
-    assert e.value.key == "certificate.name" and "crown, ibp" in str(e.value)
+    assert e.value.key == "certificate.name" and "crown, gaplp, ibp" in str(e.value)
 
 
 # ----------------------------------------------------------------------------- nesting
@@ -303,6 +303,8 @@ NEST = [
     ("crown-ce-coupled", (2, 3), "ce", "crown", {}, None, 0.5, 0.3, 0.8),
     ("crown-ce-flat", (4, 3), "ce", "crown", {}, None, 0.5, 0.3, 0.8),
     ("crown-mlp1", (2, 4, 1), "mse", "crown", {}, 6, 0.2, 0.3, 1.0),
+    ("gaplp-hinge-sgd", (3, 1), "hinge", "gaplp", {}, 6, 0.5, 0.3, 1.0),
+    ("gaplp-hinge-contracting", (2, 1), "hinge", "gaplp", {"tighten": 2}, 6, 0.5, 0.3, 0.9),
     # (no milp rows: its safe solver bounds do not declare nesting; certdp/bounds/milp.py)
 ]
 
@@ -326,6 +328,8 @@ def test_envelopes_of_neighbours_nest_in_floating_point(name, widths, loss, cert
     E = epoch_length(plan, n)
     if E is not None and getattr(engine, "substitutions", "per_batch") == "per_epoch" and not engine.window_steps:
         b = b * E                   # the ledger keeps data-dependent boxes up to the slots of an epoch
+    if engine.window_budget:
+        b = n                       # one budget over the window's records (gaplp): data-dependent below N
     assert engine.nesting_monotone
     th0 = m.init(2)
     run = lambda X, Y: run_agt(m, th0, X, Y, st, ks, certificate=engine, plan=plan, progress=False)

@@ -5,7 +5,6 @@ settings edges of dpaudit, feasibility and the accountants."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -20,8 +19,8 @@ import pandas as pd
 import pytest
 
 from certdp import cli, results
-from certdp.data.preprocessing import Preprocessing
 from certdp.errors import ConfigError
+from cli_helpers import digest, fake_run, labelled_table, main_in_process, one_line, released_doc
 
 SMALL = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "staircase.k_max=4", "privacy.epsilons=[1]",
          "privacy.n_draws=5", "train.steps=3", "progress=false"]
@@ -30,40 +29,6 @@ SMALL = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "staircas
 def certdp(*args, timeout=300, **kw):
     return subprocess.run([sys.executable, "-m", "certdp.cli", *args], capture_output=True, text=True,
                           timeout=timeout, **kw)
-
-
-def one_line(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    return lines[0]
-
-
-def main_in_process(*argv) -> tuple[int, str, str]:
-    """``certdp ARGV`` in this process (for commands that do not start Hydra's job)."""
-    old, so, se = sys.argv, io.StringIO(), io.StringIO()
-    sys.argv = ["certdp", *argv]
-    code = 0
-    try:
-        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-            cli.main()
-    except SystemExit as e:
-        code = e.code or 0
-    finally:
-        sys.argv = old
-    return code, so.getvalue(), se.getvalue()
-
-
-def fake_run(folder: Path, command: str = "agtr") -> Path:
-    """A finished run's folder as certdp leaves it (config.yaml, a CSV, run.json last)."""
-    folder.mkdir(parents=True)
-    (folder / "config.yaml").write_text(f"command: {command}\n")
-    (folder / "results.csv").write_text(f"a\n{folder.name}\n")
-    results.write_run_record(folder, command=command, version="test", inputs=[])
-    return folder
-
-
-def digest(root: Path) -> dict:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # ------------------------------------------------------------------------------ run folders
@@ -112,36 +77,6 @@ def test_no_run_lands_inside_a_run_under_a_staging_name_or_outside_out_root(tmp_
 
 
 # ------------------------------------------------------------------------------ predict
-def released_doc(fmt: int = 1, classes=(0, 1)) -> dict:
-    """A hand-made released.json: a linear hinge model predicting sign(a - b) on two columns."""
-    prep = Preprocessing(("a", "b"), np.zeros(2), np.ones(2), feature_source="public", task="binary", target="y",
-                         classes=tuple(classes), label_coding="sign")
-    rel = {"mechanism": "laplace_p", "epsilon": 1.0, "delta": 1e-5, "n_releases": 1, "composition": "basic",
-           "parameters": [1.0, -1.0, 0.0]}
-    doc = {"format": f"certdp.released/{fmt}", "command": "ags", "dataset": "csv", "task": "binary",
-           "dp_end_to_end": True, "model": {"widths": [2, 1], "loss": "hinge", "n_params": 3},
-           "preprocessing": prep.to_dict(), "releases": [rel]}
-    if fmt == 1:
-        doc.update(seed=0)
-        rel.update(draw=0, test_accuracy=0.5)
-    else:
-        doc.update(publishable=True, note="DP values and data-independent metadata only")
-        rel.update(regime="approx")
-    return doc
-
-
-def labelled_table(path: Path, labels, n: int = 50, seed: int = 0) -> float:
-    """Rows (a, b, y) with y = [a > b] except every fifth row, written with ``labels`` (the text
-    of class 0 and of class 1); returns the true accuracy of sign(a - b)."""
-    rng = np.random.default_rng(seed)
-    a, b = rng.normal(size=n), rng.normal(size=n)
-    truth = (a > b).astype(int)
-    y = truth.copy()
-    y[::5] = 1 - y[::5]
-    pd.DataFrame({"a": a, "b": b, "y": [labels[int(v)] for v in y]}).to_csv(path, index=False)
-    return float(np.mean(truth == y))
-
-
 @pytest.mark.parametrize("fmt", [1, 2])
 @pytest.mark.parametrize("classes,labels", [((0, 1), ("0", "1")), ((0, 1), ("00", "01")), ((0, 1), ("0.0", "1.0")),
                                             ((0, 1), ("0", "1e0")), (("00", "01"), ("00", "01")),
@@ -275,7 +210,7 @@ def test_predict_refuses_header_only_duplicate_columns_and_unfinished_runs(tmp_p
 
 # ------------------------------------------------------------------------------ rerun
 @pytest.mark.slow
-def test_rerun_refuses_edited_or_incomplete_records_and_warns_on_a_changed_input(tmp_path):
+def test_rerun_refuses_edited_or_incomplete_records_and_a_changed_input(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, (120, 2))
     data = tmp_path / "t.csv"
@@ -318,12 +253,14 @@ def test_rerun_refuses_edited_or_incomplete_records_and_warns_on_a_changed_input
         r = certdp("rerun", str(d))
         assert r.returncode == 2 and one_line(r.stderr).startswith("certdp: error: RUN_DIR: ")
     assert not (tmp_path / "outputs").exists()
-    # an input edited since the run: a warning, and the rerun reads it as it is now
+    # an input edited since the run: refused in one line (a rerun must repeat the run), nothing written
+    before = sorted(p.name for p in (tmp_path / "o" / "agtr" / "csv").iterdir())
     with data.open("a") as f:
         f.write("0.5,0.5,0.5\n")
     r = certdp("rerun", str(orig), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert "certdp: warning: dataset.path: " in r.stderr and "changed since the run" in r.stderr
+    assert r.returncode == 2 and one_line(r.stderr).startswith("certdp: error: dataset.path: ") \
+        and "changed since the run" in r.stderr, r.stderr
+    assert sorted(p.name for p in (tmp_path / "o" / "agtr" / "csv").iterdir()) == before
     assert not (tmp_path / "outputs").exists()
 
 

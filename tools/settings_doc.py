@@ -40,7 +40,7 @@ constructor's), which `certificate=NAME` may change through `configs/certificate
 **Engine options.**  `certificate.<opt>` is read only by the engines that declare it (the
 *help* column names them).  Given on the command line for an engine that does not read it, it is
 refused (`certdp: error: certificate.frequency: not an option of the certificate 'ibp' (it is
-read by milp); allowed for ibp: aggregation, substitutions`); set by a preset for another engine
+read by milp); allowed: aggregation, substitutions (the options of ibp)`); set by a preset for another engine
 (the preset prepares the engine `certificate=NAME` may pick), it is set aside and not passed.
 The settings hold the engine's name and options only; the engine is built from them when the
 run starts.  Each job of a command line (every job of a `-m` sweep) is parsed once, before the

@@ -73,4 +73,4 @@ def check_supported(cert: Certificate, model) -> None:
     if not cert.supports(model):
         allowed = [n for n, c in sorted(CERTIFICATES.items()) if c.supports(model)]
         raise ConfigError("certificate.name", f"{cert.name} supports {cert.scope} only; "
-                          f"allowed for this model: {', '.join(allowed)}")
+                          f"allowed: {', '.join(allowed)} (the certificates of this model)")

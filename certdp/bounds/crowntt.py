@@ -154,12 +154,12 @@ class CrownTT(Certificate):
         else:
             h = _int_or(horizon, 0)
             if h < 1:
-                raise ConfigError("certificate.horizon", f"must be an integer >= 1 or null (the whole run) (got {horizon!r})")
+                raise ConfigError("certificate.horizon", f"got {horizon!r}; allowed: an integer >= 1, or null (the whole run)")
             self.window_steps = h
         if substitutions not in ("per_epoch", "per_batch"):
             raise ConfigError("certificate.substitutions", f"unknown '{substitutions}'; allowed: per_epoch, per_batch")
         if branch != "auto" and _int_or(branch, -1) < 0:
-            raise ConfigError("certificate.branch", f"must be 'auto' or an integer >= 0 (got {branch!r})")
+            raise ConfigError("certificate.branch", f"got {branch!r}; allowed: auto, or an integer >= 0")
         if substitutions == "per_batch" and branch not in ("auto", 0, "0"):
             raise ConfigError("certificate.branch", "record branches need certificate.substitutions=per_epoch; allowed: 0, auto")
         it = _int_or(alpha_iters, -1)

@@ -199,15 +199,15 @@ class MILP(Certificate):
         try:
             F = int(frequency)
         except (TypeError, ValueError):
-            raise ConfigError("certificate.frequency", f"must be an integer >= 1 (got {frequency!r})")
+            raise ConfigError("certificate.frequency", f"got {frequency!r}; allowed: an integer >= 1")
         if F < 1:
-            raise ConfigError("certificate.frequency", f"must be an integer >= 1 (got {frequency!r})")
+            raise ConfigError("certificate.frequency", f"got {frequency!r}; allowed: an integer >= 1")
         try:
             tl = float(time_limit)
         except (TypeError, ValueError):
-            raise ConfigError("certificate.time_limit", f"must be a number of seconds > 0 (got {time_limit!r})")
+            raise ConfigError("certificate.time_limit", f"got {time_limit!r}; allowed: a number of seconds > 0")
         if not tl > 0:
-            raise ConfigError("certificate.time_limit", f"must be a number of seconds > 0 (got {time_limit!r})")
+            raise ConfigError("certificate.time_limit", f"got {time_limit!r}; allowed: a number of seconds > 0")
         if solver not in SOLVERS:
             raise ConfigError("certificate.solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
         try:
@@ -215,13 +215,13 @@ class MILP(Certificate):
         except (TypeError, ValueError):
             w = 0
         if w not in (1, 2):
-            raise ConfigError("certificate.workers", f"must be 1 or 2 (got {workers!r})")
+            raise ConfigError("certificate.workers", f"got {workers!r}; allowed: 1 or 2")
         try:
             gap = float(mip_gap)
         except (TypeError, ValueError):
             gap = -1.0
         if not gap >= 0:
-            raise ConfigError("certificate.mip_gap", f"must be a number >= 0 (got {mip_gap!r})")
+            raise ConfigError("certificate.mip_gap", f"got {mip_gap!r}; allowed: a number >= 0")
         if on_time_limit == "refuse":
             # it stopped the run when a solve on the private data ended without an optimum (a
             # data-dependent outcome) to claim nesting, which a solver's bound does not give

@@ -25,6 +25,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -41,6 +42,8 @@ TINY = 2.0 ** -1000
 INT_TOL = 1e-6
 # the absolute part of the stopping gap of the branch and bound
 ABS_GAP = 1e-10
+# verified_value: at most this many rows are checked in exact rationals (the rest by enclosures)
+EXACT_ROWS = 2000
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,10 @@ class LinearProgram:
     @cached_property
     def absAT(self) -> sp.csr_matrix:
         return abs(self.AT)
+
+    @cached_property
+    def absA(self) -> sp.csr_matrix:
+        return abs(self.A)
 
 
 # ------------------------------------------------------------------------ safe bounds
@@ -141,6 +148,44 @@ def safe_lower_bound(lp: LinearProgram, c: np.ndarray, y: np.ndarray | None, *,
     if np.isnan(kappa).any() or np.isnan(rho).any():
         return -math.inf
     return sum_down(np.concatenate([rho, kappa]))
+
+
+def verified_value(lp: LinearProgram, x: np.ndarray, c: np.ndarray) -> float | None:
+    """A float <= c.x when ``x`` is a feasible point of the LP (exact arithmetic on the stored
+    floats), else None: every column bound is compared exactly, and every row with an enclosure of
+    (A x)_i -- the computed product, within 4 (n + 2) U sum_j |a_ij x_j| of the exact one (n the
+    row's nonzeros; the factor covers the evaluation of the bound itself), moved one ulp outward
+    -- inside [row_lo_i, row_hi_i].  The value is the sum of the products c_j x_j each rounded
+    down, summed by :func:`sum_down`.  A row the enclosure cannot decide (at most
+    :data:`EXACT_ROWS` of them) is evaluated exactly in rationals.  (The primal half of a certified
+    gap: gaplp.py.)"""
+    x = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(x).all() or (x < lp.col_lo).any() or (x > lp.col_hi).any():
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        ax = lp.A @ x
+        mag = lp.absA @ np.abs(x)
+        nnz = np.diff(lp.A.indptr)
+        e = 4.0 * (nnz + 2) * U * mag + (nnz + 2) * TINY
+        lo_ok = ~np.isfinite(lp.row_lo) | (_down(ax - e) >= lp.row_lo)
+        hi_ok = ~np.isfinite(lp.row_hi) | (_up(ax + e) <= lp.row_hi)
+    if not (np.isfinite(ax).all() and np.isfinite(mag).all()):
+        return None
+    bad = np.nonzero(~(lo_ok & hi_ok))[0]
+    if len(bad) > EXACT_ROWS:
+        return None
+    for i in bad:
+        # rows the enclosure cannot decide (met with equality, e.g. u + s <= 1 at u = 1 - s): the
+        # exact rational value of the row
+        a, b = lp.A.indptr[i], lp.A.indptr[i + 1]
+        v = sum((Fraction(float(c_)) * Fraction(float(x_)) for c_, x_ in zip(lp.A.data[a:b], x[lp.A.indices[a:b]])),
+                Fraction(0))
+        if (math.isfinite(lp.row_lo[i]) and v < Fraction(float(lp.row_lo[i]))) or \
+                (math.isfinite(lp.row_hi[i]) and v > Fraction(float(lp.row_hi[i]))):
+            return None
+    nz = np.nonzero(c)[0]
+    v = sum_down(_mul_down(c[nz], x[nz]))
+    return v if math.isfinite(v) else None
 
 
 def proves_infeasible(lp: LinearProgram, ray: np.ndarray, *, col_lo: np.ndarray, col_hi: np.ndarray) -> bool:

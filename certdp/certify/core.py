@@ -90,12 +90,14 @@ def global_sensitivity(exp: Experiment, xt: torch.Tensor | None = None) -> torch
     if mode in ("trajectory", "min"):
         if exp.model.n_layers != 1 or exp.model.widths[-1] != 1:
             if mode == "trajectory":
-                raise ConfigError("privacy.global_sensitivity", "trajectory is only defined for a linear model; allowed here: range, none")
+                raise ConfigError("privacy.global_sensitivity", "trajectory is only defined for a linear model; "
+                                                                "allowed: range, none")
         else:
             c = trajectory_ceiling(exp.train)
             cands.append(c * (xt.abs().sum(-1) + 1))
     if mode == "range" and rng is None:
-        raise ConfigError("privacy.global_sensitivity", "range needs dataset.output_range; allowed here: trajectory (linear model), none")
+        raise ConfigError("privacy.global_sensitivity", "range needs dataset.output_range; allowed: trajectory (linear model), "
+                                                            "none, or range with dataset.output_range set")
     if not cands:
         return None
     out = cands[0]
@@ -111,7 +113,8 @@ def check_prediction_radii(exp: Experiment, gs: torch.Tensor | None) -> None:
     ceiling of the staircase)."""
     if gs is None and exp.ks[-1] < exp.n_train:
         raise ConfigError("staircase", f"the radii stop at {exp.ks[-1]} < N={exp.n_train} and the output has no "
-                          "global sensitivity: add N to the staircase (staircase.include_n=true) or set an output range")
+                          "global sensitivity; allowed: radii up to N (staircase.include_n=true) or an output range "
+                          "(dataset.output_range)")
 
 
 def prediction_staircase(exp: Experiment, env: Envelopes, xt: torch.Tensor | None = None, *, check: bool = True):

@@ -265,7 +265,10 @@ def read_input(path: str | Path) -> tuple[list[str], pd.DataFrame]:
     try:
         header, data = read_table(p)
     except ConfigError as e:
-        raise ConfigError("--input", e.message) from None
+        problem, sep, allowed = e.message.partition("; allowed: ")
+        if " is empty (" in problem:          # the loader's allowed part counts the rows a run needs to train
+            sep, allowed = "; allowed: ", "a table with a header row and at least one data row"
+        raise ConfigError("--input", f"{problem}{sep}{allowed}") from None
     if len(data) == 0:
         raise ConfigError("--input", f"{shown(p)} has a header but no data rows; allowed: a table with at least one "
                                      "data row")
@@ -324,6 +327,21 @@ def true_codes(prep: Preprocessing, col: pd.Series, *, where: str) -> np.ndarray
     return 2 * idx - 1 if prep.label_coding == "sign" else idx
 
 
+def _finite_scores(scores: torch.Tensor, *, release: str, where: str) -> None:
+    """Refuse a row whose model scores are not all finite: float64 overflowed on the way (features
+    near 1e308, or huge weights times large features), and a NaN or an infinity has no class the
+    model chose -- a label printed from it would be made up (``NaN >= 0`` is false, so a hinge
+    model would name its first class)."""
+    bad = np.flatnonzero(~torch.isfinite(scores.reshape(scores.shape[0], -1)).all(-1).numpy())
+    if bad.size:
+        first = scores.reshape(scores.shape[0], -1)[bad[0]]
+        shown_score = next(v for v in first.tolist() if not math.isfinite(v))
+        raise ConfigError("--input", f"{bad.size} row(s) of {where} give the release {release} a score that is not "
+                                     f"finite (first: data row {bad[0] + 1}: {shown_score}; float64 overflowed), so they "
+                                     "have no predicted class; allowed: rows whose values keep every score finite "
+                                     "(of the size of the run's own data)")
+
+
 def predict(rel: Released, header: list[str], data: pd.DataFrame, *, mechanism: str | None = None,
             epsilon: float | None = None, where: str = "the input table") -> tuple[pd.DataFrame, pd.DataFrame]:
     """(predictions, summary) of every release of ``rel`` (or the one ``mechanism``/``epsilon``
@@ -338,7 +356,9 @@ def predict(rel: Released, header: list[str], data: pd.DataFrame, *, mechanism: 
     y = true_codes(prep, _column(header, data, prep.target, where), where=where) if prep.target in header else None
     preds, summary = [], []
     for r in chosen:
-        codes = model.classify(torch.as_tensor(r.parameters, dtype=DTYPE), x).numpy().astype(np.int64)
+        scores = model.forward(torch.as_tensor(r.parameters, dtype=DTYPE), x)
+        _finite_scores(scores, release=f"{r.mechanism}@{r.epsilon:g}", where=where)
+        codes = model.loss.classify(scores).numpy().astype(np.int64)
         preds.append(pd.DataFrame({"mechanism": r.mechanism, "epsilon": r.epsilon, "row": np.arange(len(x)),
                                    "prediction": prep.decode_labels(codes)}))
         row = {"mechanism": r.mechanism, "epsilon": r.epsilon, "delta": r.delta, "n_rows": len(x)}

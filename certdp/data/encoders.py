@@ -112,8 +112,8 @@ class SentenceEncoder:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
-                raise ConfigError("dataset.encoder", "sentence encoders need the optional extra: pip install 'certdp[text]' "
-                                                     "(sentence-transformers)")
+                raise ConfigError("dataset.encoder", "sentence encoders need the optional extra text; allowed: install it "
+                                                     "(pip install 'certdp[text]': sentence-transformers)")
             import torch
             with torch.random.fork_rng(devices=[]):      # module construction may draw initial weights
                 self._model = SentenceTransformer(str(self.folder), device=self.device, local_files_only=True)

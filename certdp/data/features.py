@@ -47,7 +47,8 @@ def fit_public_pca(x_public: np.ndarray, k: int, *, standardise_inputs: bool = F
     x = np.asarray(x_public, np.float64)
     n, d = x.shape
     if not 1 <= int(k) <= min(n, d):
-        raise ConfigError(key, f"must be in [1, {min(n, d)}] (public rows x features = {n} x {d}; got {k})")
+        raise ConfigError(key, f"got {k}; allowed: an integer in [1, {min(n, d)}] (public rows x features = "
+                               f"{n} x {d})")
     k = int(k)
     mu = x.mean(0)
     sd = _safe_sd(x) if standardise_inputs else np.ones(d)

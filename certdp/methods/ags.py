@@ -138,7 +138,7 @@ def release_trajectory(exp: Experiment, mech: Mechanism, windows, source, first=
         env, sc = first if (j == 0 and first is not None) else certify_window(exp, theta, w)
         u = float(sc.smooth(mech.beta))
         us.append(u)
-        theta = env.nominal + mech.scale(u) * mech.sample(source, (exp.model.n_params,))
+        theta = publish.release(env.nominal, u, mech, source)
     return theta, us
 
 
@@ -178,8 +178,7 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
         if n_rel == 1:
             env, sc = first
             u = float(sc.smooth(mech.beta))
-            z = mech.sample(gen, (pv.n_draws, P))
-            thetas = env.nominal + mech.scale(u) * z
+            thetas = publish.release(env.nominal, u, mech, gen, draws=pv.n_draws)
             us = [u]
         else:
             thetas, all_us = [], []
@@ -207,8 +206,9 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     results = pd.DataFrame(rows)
     reason = not_publishable(exp)
     doc = released_document(exp, published, reason=reason)
+    readme = publish_readme(doc, reason=reason, seeded=pv.reproducible_release)
     out = {"results": results, "certificate": staircase_frame(exp, first[0], first[1]),
-           publish.frame_name("released"): doc, publish.frame_name("README"): publish_readme(doc, reason=reason)}
+           publish.frame_name("released"): doc, publish.frame_name("README"): readme}
     eps_acc = sorted(set(pv.epsilons))
     out["accounting"] = accounting_frame(eps_acc, pv.delta, sorted({1, n_rel}))
     if st.ablation_n:
@@ -223,12 +223,12 @@ def publish_release(exp: Experiment, rel: Release, windows, first) -> dict:
     seeded, then not publishable).  Multi-release (Algorithm 2): a whole trajectory, every
     window certified from the previous *published* point.  Its test accuracy goes to the log
     (the private report), never into a published file."""
-    mech, P = rel.mechanism, exp.model.n_params
+    mech = rel.mechanism
     source = release_source(reproducible=exp.privacy.reproducible_release, seed=exp.seed,
                             labels=("ags", rel.name, rel.epsilon, len(windows)))
     if len(windows) == 1:
         env, sc = first
-        theta = env.nominal + mech.scale(float(sc.smooth(mech.beta))) * mech.sample(source, (P,))
+        theta = publish.release(env.nominal, float(sc.smooth(mech.beta)), mech, source)
     else:
         theta, _ = release_trajectory(exp, mech, windows, source, first)
     acc = float(accuracy(exp.model, theta, exp.xt, exp.yt))
@@ -266,11 +266,12 @@ def released_document(exp: Experiment, published: list[dict], *, reason: str | N
             "releases": published}
 
 
-def publish_readme(doc: dict, *, reason: str | None) -> str:
-    """``publish/README.txt`` of an AGS run (data-independent: the document's budgets and flags)."""
+def publish_readme(doc: dict, *, reason: str | None, seeded: bool) -> str:
+    """``publish/README.txt`` of an AGS run (data-independent: the document's budgets and flags;
+    ``seeded``: ``privacy.reproducible_release=true`` drew the noise from the run seed)."""
     rels = doc["releases"]
     return publish.readme(
-        command="ags", n_releases=len(rels), reason=reason,
+        command="ags", n_releases=len(rels), reason=reason, seeded=seeded,
         epsilon_total=sum(r["epsilon"] for r in rels), delta_total=sum(r["delta"] for r in rels),
         files={"released.json": f"format {doc['format']}: one released parameter vector per (mechanism, "
                                 "epsilon), the model shape and the public preprocessing; apply it with "

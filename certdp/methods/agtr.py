@@ -26,7 +26,7 @@ import torch
 
 from certdp import DTYPE
 from certdp.certify import (Experiment, build_experiment, certify_predictions, check_prediction_radii,
-                            global_sensitivity, nominal, prediction_staircase, release_errors, require_finite,
+                            global_sensitivity, nominal, prediction_staircase, release_errors,
                             spent, with_provenance)
 from certdp.certify import publish
 from certdp.errors import ConfigError
@@ -166,8 +166,9 @@ def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> dict:
 
     Each answer is the AGT-R release of that point (the clipped prediction, its own staircase
     and SS^beta, one noise draw from the OS CSPRNG - seeded only under
-    ``privacy.reproducible_release=true``, then not publishable - clipped), in the target's raw
-    units (``answer``) and in model units.  ``epsilon``/``delta`` are what that one answer
+    ``privacy.reproducible_release=true``, then not publishable - clipped: :func:`publish.answers`,
+    the function ``certdp dpaudit`` draws its outputs from), in the target's raw units (``answer``)
+    and in model units.  ``epsilon``/``delta`` are what that one answer
     spends; answering several points, or one point with several releases, composes:
     ``epsilon_total`` / ``delta_total`` are the basic composition over every answer in the file
     (what publishing all of it costs).  ``publishable`` depends on the settings only.
@@ -185,19 +186,17 @@ def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> dict:
     for mech in mechs:
         smooth = mech.kind == "smooth"
         ss = sc.smooth(mech.beta) if smooth else gs
-        scale = mech.scale(ss)
-        require_finite(scale, what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} on the query points is")
         source = release_source(reproducible=repro, seed=exp.seed, labels=("queries", mech.name, mech.epsilon))
-        ans = pred + scale * mech.sample(source, (len(pred),)).to(DTYPE)
-        if rng is not None:
-            ans = ans.clamp(float(rng[0]), float(rng[1]))
+        raw, ans = publish.answers(prep, pred, ss, mech, source, output_range=rng,
+                                   what=f"the noise scale of {mech.name} at eps={mech.epsilon:g} on the query points is")
+        scale = mech.scale(ss)
         proof = bool(exp.smoothness_proof) if smooth else True
         reason = publish.not_publishable_reason(reproducible=repro, dp_end_to_end=bool(ds.dp_end_to_end) and proof,
                                                 data_end_to_end=bool(ds.dp_end_to_end), scaling=ds.scaling)
         reasons.add(reason)
         parts.append(pd.DataFrame({
             "row": range(len(pred)), "mechanism": mech.name, "regime": mech.regime, "epsilon": mech.epsilon,
-            "delta": mech.delta_spent, "answer": prep.target_to_raw(ans.numpy()), "answer_model_units": ans.numpy(),
+            "delta": mech.delta_spent, "answer": raw, "answer_model_units": ans.numpy(),
             "publishable": reason is None, "smoothness_proof": proof}))
         report.append(pd.DataFrame({
             "row": range(len(pred)), "mechanism": mech.name, "regime": mech.regime, "epsilon": mech.epsilon,
@@ -208,7 +207,7 @@ def answer_queries(exp: Experiment, env, xq: torch.Tensor, mechs) -> dict:
     log.info("answered %d query points with %d release(s): %d answers, epsilon_total %.4g (basic composition)",
              len(pred), len(mechs), len(out), out.epsilon_total.iloc[0])
     blocked = sorted(r for r in reasons if r is not None)
-    text = publish.readme(command="agtr", n_releases=len(out), reason=blocked[0] if blocked else None,
+    text = publish.readme(command="agtr", n_releases=len(out), reason=blocked[0] if blocked else None, seeded=repro,
                           partly=bool(blocked) and None in reasons,
                           epsilon_total=float(out.epsilon_total.iloc[0]), delta_total=float(out.delta_total.iloc[0]),
                           files={"answers.csv": "one private answer per query point (row of the queries table), "

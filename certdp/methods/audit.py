@@ -154,15 +154,18 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     if a.smoothness:
         try:
             if ds.task != "regression":
-                raise ConfigError("dataset", "not a regression task")
+                raise ConfigError("dataset", f"{ds.task}, not regression; allowed: a regression dataset")
             check_prediction_radii(exp, global_sensitivity(exp))
         except ConfigError as e:
-            raise ConfigError("audit.smoothness", f"needs a regression dataset with a staircase (linear, california, "
-                                                  f"csv); here {e}") from None
+            raise ConfigError("audit.smoothness", f"needs a regression dataset with a staircase (here {e.key}: "
+                                                  f"{e.message.split('; allowed: ')[0]}); allowed: linear, california "
+                                                  "or csv with a staircase up to N or an output range, or "
+                                                  "audit.smoothness=0") from None
     sizes = smoothness_sizes(exp) if a.smoothness else []
     betas = [float(m.beta) for m in exp.privacy.mechanisms() if m.kind == "smooth"]
     if a.smoothness and not betas:
-        raise ConfigError("audit.smoothness", "no smooth release in privacy.releases to take beta from")
+        raise ConfigError("audit.smoothness", "no smooth release in privacy.releases to take beta from; allowed: "
+                                                "privacy.releases with a smooth release, or audit.smoothness=0")
     R, radii, modes = a.repeats, list(a.radii), a.modes
     x, y = exp.x, exp.y
     xt = exp.xt[:a.n_test]
@@ -255,7 +258,8 @@ def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.
     log.info("audit: AGT %.1f s, retraining %.1f s", t_agt, time.perf_counter() - t1)
     if a.smoothness:
         if path is None:
-            raise ConfigError("audit.smoothness", "needs a regression dataset with a staircase (linear, california, csv)")
+            raise ConfigError("audit.smoothness", "needs a regression dataset with a staircase; allowed: linear, "
+                                                  "california or csv, or audit.smoothness=0")
         srows, s_bad = smoothness_check(exp, xt, betas, a.smoothness, sizes, n_classes)
         rows += srows
         any_violation |= s_bad

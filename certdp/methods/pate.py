@@ -197,8 +197,8 @@ def _early_checks(exp: Experiment, ps, gs, *, smooth, glob, need_agt) -> None:
                 m = N // t
                 if ps.staircase.radii(m)[-1] < m:
                     raise ConfigError("pate.staircase", f"the radii stop below the shard size {m} (T={t}) and the "
-                                      "output has no global sensitivity: set pate.staircase.include_n=true or an "
-                                      "output range")
+                                      "output has no global sensitivity; allowed: pate.staircase.include_n=true or an "
+                                      "output range (dataset.output_range)")
 
 
 def run(settings: ExperimentSettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:

@@ -45,6 +45,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from certdp.privacy.calibrate import largest
 from certdp.registry import Registry
 
 
@@ -346,15 +347,7 @@ def get_accountant(name: str, *, use: str) -> Accountant:
 
 def _bisect(ok, lo: float, hi: float, iters: int = 60) -> float:
     """Largest x in [lo, hi] with ok(x) (ok monotone: true below a threshold); 0 if none."""
-    if not ok(lo):
-        return 0.0
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest(ok, lo, hi, iters)
 
 
 class Basic(Accountant):

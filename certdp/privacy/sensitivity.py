@@ -136,6 +136,14 @@ release refuses an engine that does not (:func:`certdp.privacy.smoothness.releas
   records; a node- or time-limited search).  No data-independent slack covers it: not declared,
   refused for smooth releases.  (A solver's "optimal" within mip_gap was trusted before; on records
   of 1e6 it excluded the trained parameters, and the claimed 0.2-DP release had loss 0.53.)
+* gaplp (``certificate=gaplp``, linear hinge heads): a window engine whose bounds are the
+  extrema of a convex program P_{k_j}(D) of the whole window, each a safe dual bound U accepted
+  only with a verified feasible point within a data-independent gap gamma, plus gamma * j for the
+  radius *index* j.  P_{k_j}(D) lies in P_{k_{j+1}}(D') (budget k_j + 1 <= k_{j+1}, nested margin
+  intervals, computed by the same rule by induction over the steps), so up(U_j(D) + gamma j) <=
+  up(F_j(D) + gamma (j + 1)) <= up(U_{j+1}(D') + gamma (j + 1)): (N) for any radii, in exact
+  arithmetic on the stored floats (certdp/bounds/gaplp.py).  Its radius 0 is the nominal box,
+  whose rounding width is below gamma; radii >= N are the cover.  Covered.
 * ``ags.share_ratio`` (SharedBoxes): radii k and k+1 of one group read their per-sample bounds
   from the same representative box, so (M1) would need that box to be nested between D and D',
   i.e. data-independent; the discount could then grow by one per *group* only.  Its top-k
@@ -245,7 +253,8 @@ def staircase(lo: torch.Tensor, hi: torch.Tensor, nominal, k_values: torch.Tenso
     if global_sensitivity is None and not has_n:
         from certdp.errors import ConfigError
         raise ConfigError("staircase", f"the radii stop at {ks[-1]} < N={n_total} and the output has no "
-                          "global sensitivity: add N to the staircase (staircase.include_n=true) or set an output range")
+                          "global sensitivity; allowed: radii up to N (staircase.include_n=true) or an output range "
+                          "(dataset.output_range)")
     if isinstance(nominal, (tuple, list)):
         n_lo, n_hi = nominal
     else:

@@ -160,7 +160,7 @@ def search(staircase_of: Callable[[torch.Tensor, torch.Tensor], object], x: torc
     thirds of the budget go to the pool of extreme records at the ``n_indices`` most-used indices,
     the rest to multiplicative moves of the records that attain the extremes."""
     if budget < 1:
-        raise ConfigError("audit.smoothness", f"the search needs a budget >= 1 (got {budget})")
+        raise ConfigError("audit.smoothness", f"a search budget of {budget}; allowed: >= 1")
     bt = torch.as_tensor(sorted({float(b) for b in betas}), dtype=torch.float64)
     gen = torch.Generator().manual_seed(seed)
 

@@ -35,7 +35,8 @@ def _feasibility(cfg: Mapping[str, Any] | None) -> FeasibilitySettings:
     d = section(sec["dataset"], "dataset")
     for k, v in d.items():               # the run folder's dataset part: no data is read
         if k != "name":
-            raise ConfigError(f"dataset.{k}", "unknown setting; certdp feasibility reads no data")
+            raise ConfigError(f"dataset.{k}", "unknown setting (certdp feasibility reads no data); allowed: "
+                                              "dataset.name only")
     name = FEASIBILITY_DATASET_FIELDS["name"]
     name.parse(d.get("name", name.default), "dataset.name")
     return feasibility_settings(sec["feasibility"], run)

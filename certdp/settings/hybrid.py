@@ -255,7 +255,8 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     lora = strict(sec["lora"], LORA_FIELDS, prefix="lora")
     if dps.delta + head.delta > p["delta"] * (1 + 1e-12):
         raise ConfigError("privacy.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
-                                         f"privacy.delta {p['delta']:g}; lower dpsgd.delta or head.delta")
+                                         f"privacy.delta {p['delta']:g}; allowed: dpsgd.delta + head.delta <= "
+                                         "privacy.delta (lower dpsgd.delta or head.delta)")
     if run.selection == "fixed":      # one candidate per arm: nothing is chosen among private runs
         dpsgd_head = strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS, prefix="dpsgd_head")
         for key, values in (("split.fractions", split["fractions"]), ("head.allocations", head.allocations),

@@ -6,8 +6,8 @@ a staging or replaced folder, no ``run.json``), a ``run.json`` that does not fol
 a ``config.yaml`` whose SHA-256 differs from the one ``run.json`` recorded (edited after the run:
 a removed ``seed`` would otherwise silently become the default 0), a ``config.yaml`` of another
 layout (``config_format``) or without the keys every run writes.  Input files (``dataset.path``,
-``queries``) whose checksum changed since the run are not refused -- the rerun reads them as they
-are now -- but reported (:attr:`RunRecord.warnings`).
+``queries``) whose checksum changed since the run are reported (:attr:`RunRecord.warnings`,
+:attr:`RunRecord.changes`); ``certdp rerun`` refuses them (its point is the same CSVs).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 @dataclass(frozen=True)
 class RunRecord:
     """What ``certdp rerun`` replays: the command, the config as the run wrote it, and the
-    warnings about inputs that changed since."""
+    warnings about inputs that changed since (``changes``: their :func:`input_changes` tuples)."""
     run_dir: Path
     command: str
     config: dict
     version: str
     warnings: tuple[str, ...] = ()
+    changes: tuple[tuple[str, str, str, str | None], ...] = ()
 
 
 def _field(doc: Any, name: str, kinds, path: Path, prefix: str = "run.json") -> Any:
@@ -116,7 +117,8 @@ def load_run_record(run_dir: str | Path, *, commands: Sequence[str]) -> RunRecor
     if cfg.get("command") != rec["command"]:
         raise ConfigError("config.yaml.command", f"got {cfg.get('command')!r:.40} in {shown(cfg_path)}, run.json says "
                                                  f"{rec['command']!r}; allowed: the files of one run")
-    return RunRecord(src, rec["command"], cfg, rec["certdp_version"], tuple(input_warnings(rec["inputs"], cfg)))
+    return RunRecord(src, rec["command"], cfg, rec["certdp_version"], tuple(input_warnings(rec["inputs"], cfg)),
+                     tuple(input_changes(rec["inputs"], cfg)))
 
 
 def input_changes(recorded: list[dict], cfg: dict) -> list[tuple[str, str, str, str | None]]:

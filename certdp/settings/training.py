@@ -130,7 +130,8 @@ class StaircaseSettings:
         if self.include_n and (not ks or ks[-1] < n):
             ks.append(n)
         if not ks:
-            raise ConfigError(self.key, "no radius >= 1 selected")
+            raise ConfigError(self.key, "selects no radius >= 1; allowed: settings that select at least one radius "
+                                        f"in 1..N (N={n}), or {self.key}.include_n=true")
         return ks
 
 
@@ -156,7 +157,8 @@ def staircase_settings(cfg: Any, *, prefix: str = "staircase") -> StaircaseSetti
         raise ConfigError(f"{prefix}.values", f"kind=list needs a list of radii; allowed: a non-empty list of radii "
                                               f">= 1, e.g. {prefix}.values=[1,2,4,8]")
     if s["kind"] != "list" and s["k_max"] < s["k_min"]:
-        raise ConfigError(f"{prefix}.k_max", f"must be >= {prefix}.k_min (got {s['k_max']})")
+        raise ConfigError(f"{prefix}.k_max", f"got {s['k_max']}, below {prefix}.k_min={s['k_min']}; allowed: an "
+                                             f"integer >= {prefix}.k_min ({s['k_min']})")
     return StaircaseSettings(kind=s["kind"], k_min=s["k_min"], k_max=s["k_max"], step=s["step"], ratio=s["ratio"],
                              values=tuple(s["values"] or ()), include_n=s["include_n"],
                              dense_until=s["dense_until"] or 1, key=prefix)
@@ -191,8 +193,8 @@ ENGINE_OPTIONS = {
                          help="how the k substituted records leave the batch sum: topk (exact) | tau (threshold grid)"),
     "frequency": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
                        help="F: training steps per MILP window (1: exact per step)"),
-    "time_limit": Field(None, partial(real, lo=0, lo_open=True),
-                        help="seconds per MILP objective (the search stops with the safe bound it has)"),
+    "time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="none (gaplp: the only value)"),
+                        help="seconds per MILP objective (the search stops with the safe bound it has); gaplp refuses any"),
     "run_time_limit": Field(None, partial(real, lo=0, lo_open=True, none=True, null_means="no run budget"),
                             help="seconds for all windows of one AGT pass (null: no run budget)"),
     "solver": Field(None, text, help="the LP solver proposing duals: highs | cbc"),
@@ -209,6 +211,9 @@ ENGINE_OPTIONS = {
     "branch": Field(None, _by_engine, help="radii split per substituted record (auto: radius 1 when cheap; 0: none)"),
     "alpha_iters": Field(None, _by_engine,
                          help="hinge head: Adam steps on the relaxation lines of the final bounds (0: area rule only)"),
+    "gap": Field(None, _by_engine, help="gaplp: certified gap gamma of the final bounds (radius index j adds gamma j)"),
+    "gap_intermediate": Field(None, _by_engine, help="gaplp: certified gap of the margin intervals (intermediate bounds)"),
+    "tighten": Field(None, _by_engine, help="gaplp: steps whose uncertain margins are tightened: all | none | a period n"),
 }
 
 
@@ -247,7 +252,8 @@ def certificate_settings(cfg: Any, *, key: str = "certificate") -> CertificateSe
     for opt, value in d.items():
         f = ENGINE_OPTIONS.get(opt)
         if f is None or not any(opt in c.options for c in CERTIFICATES.values()):
-            raise ConfigError(f"{key}.{opt}", f"unknown option; allowed for {name}: {', '.join(own) or 'none'}")
+            raise ConfigError(f"{key}.{opt}", f"unknown option of the certificate '{name}'; allowed: "
+                                                  f"{', '.join(own) or 'none'} (the options of {name})")
         parsed = f.parse(value, f"{key}.{opt}")      # a preset's bad value is refused whichever engine runs
         if opt in own:
             options[opt] = parsed
@@ -267,5 +273,6 @@ def refuse_explicit_options(cert: CertificateSettings, keys: Any, *, key: str = 
         if opt in cert.ignored:
             owners = [n for n, c in sorted(CERTIFICATES.items()) if opt in c.options]
             raise ConfigError(f"{key}.{opt}", f"not an option of the certificate '{cert.name}' (it is read by "
-                                              f"{', '.join(owners)}); allowed for {cert.name}: "
-                                              f"{', '.join(CERTIFICATES[cert.name].options) or 'none'}")
+                                              f"{', '.join(owners)}); allowed: "
+                                              f"{', '.join(CERTIFICATES[cert.name].options) or 'none'} (the options "
+                                              f"of {cert.name})")

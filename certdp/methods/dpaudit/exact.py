@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from certdp import DTYPE
-from certdp.certify import Experiment, certify_predictions, certify_window
+from certdp.certify import Experiment, certify_predictions, certify_window, global_sensitivity, trivial_cover
 from certdp.errors import ConfigError
 from certdp.privacy.loss import Release1D, delta_of, pure_loss
 
@@ -22,8 +22,9 @@ _PRESCREEN = 256
 
 def side(e: Experiment, query: str, betas, tests) -> dict:
     """The audited statistics of one dataset: centres [S] (model units), SS^beta [S] (prediction)
-    or a scalar (parameter) for each beta, the output range (model units) and the affine map of
-    model units to what an observer sees."""
+    or a scalar (parameter) for each beta, the output range (model units), the cap of every smooth
+    bound (``cap``: the global sensitivity or the trivial cover; None without one), and what turns
+    model units into what ``publish/`` holds (``prep``, the affine map ``raw``)."""
     if query == "prediction":
         _env, sc, pred, _ = certify_predictions(e)
         rng = e.dataset.output_range
@@ -32,15 +33,19 @@ def side(e: Experiment, query: str, betas, tests) -> dict:
             c = np.clip(c, *rng)
         ss = {b: sc.smooth(b)[tests].numpy() for b in betas}
         prep = e.dataset.preprocessing
-        raw = (prep.target_shift, prep.target_scale) if prep is not None and prep.task == "regression" else (0.0, 1.0)
+        prep = prep if prep is not None and prep.task == "regression" else None
+        raw = (prep.target_shift, prep.target_scale) if prep is not None else (0.0, 1.0)
+        gs = global_sensitivity(e)
+        cap = None if gs is None else gs[tests].numpy()
     else:
         env, sc = certify_window(e, e.model.init(e.train.seed), (0, e.train.steps))
-        c, rng, raw = env.nominal.numpy(), None, (0.0, 1.0)
+        c, rng, raw, prep = env.nominal.numpy(), None, (0.0, 1.0), None
         ss = {b: np.full(len(c), float(sc.smooth(b))) for b in betas}
+        cap = np.full(len(c), trivial_cover(e.train, e.model.n_params, (0, e.train.steps)))
     if not (np.all(np.isfinite(c)) and all(np.all(np.isfinite(v)) for v in ss.values())):
         raise ConfigError("train.lr", "a centre or smooth bound of the audited release is not finite; allowed: "
                                       "settings whose certificates are finite (a smaller train.lr)")
-    return {"center": c, "ss": ss, "rng": rng, "raw": raw}
+    return {"query": query, "center": c, "ss": ss, "rng": rng, "raw": raw, "prep": prep, "cap": cap}
 
 
 def observed(side: dict, mech) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -59,15 +64,40 @@ MAX_GRID_EPSILON = 700.0
 
 def _epsilon_at_delta(A: Release1D, B: Release1D, delta: float, claim: float) -> np.ndarray:
     """The least eps on the grid ``claim * _EPS_STEPS`` (and 0) with delta_of(A, B, eps) <= delta
-    (an upper bracket of the exact eps(delta)); inf beyond the grid.  delta = 0: the pure loss."""
+    (an upper bracket of the exact eps(delta)); inf beyond the grid.  delta = 0: the pure loss.
+    delta_of falls with eps, so every 8th grid point is tried first and the least one is then
+    found between the last coarse point that failed and the first that held (per group)."""
     if delta == 0:
         return pure_loss(A, B)
-    out = np.where(delta_of(A, B, 0.0) <= delta, 0.0, np.inf)
-    for e in claim * _EPS_STEPS:
-        if e > MAX_GRID_EPSILON:          # e^eps overflows float64 beyond ~709.78: the rest is "beyond the grid"
+    shape = np.broadcast(A.center, A.scale, B.center, B.scale).shape
+    flat = [np.broadcast_to(v, shape).ravel() for v in (A.center, A.scale, B.center, B.scale)]
+
+    def holds(idx, e):
+        a = Release1D(A.family, flat[0][idx], flat[1][idx], A.lo, A.hi)
+        b = Release1D(B.family, flat[2][idx], flat[3][idx], B.lo, B.hi)
+        return delta_of(a, b, float(e)) <= delta
+
+    every = np.arange(flat[0].size)
+    out = np.where(holds(every, 0.0), 0.0, np.inf)
+    # e^eps overflows float64 beyond ~709.78: grid points past MAX_GRID_EPSILON are "beyond the grid"
+    grid = [float(e) for e in claim * _EPS_STEPS if e <= MAX_GRID_EPSILON]
+    coarse = sorted(set(range(7, len(grid), 8)) | ({len(grid) - 1} if grid else set()))
+    first = np.full(out.shape, -1)
+    for k in coarse:
+        need = np.flatnonzero(np.isinf(out) & (first < 0))
+        if not need.size:
             break
-        out = np.where(np.isinf(out) & (delta_of(A, B, float(e)) <= delta), e, out)
-    return out
+        first[need[holds(need, grid[k])]] = k
+    for k in np.unique(first[first >= 0]):
+        todo = np.flatnonzero(first == k)
+        below = max((c for c in coarse if c < k), default=-1)
+        for j in range(below + 1, k + 1):
+            if not todo.size:
+                break
+            ok = holds(todo, grid[j]) if j < k else np.ones(todo.size, dtype=bool)
+            out[todo[ok]] = grid[j]
+            todo = todo[~ok]
+    return out.reshape(shape)
 
 
 def epsilon_exact(A: Release1D, B: Release1D, delta: float, claim: float) -> float:

@@ -54,5 +54,6 @@ def private_subset(data: SST2, n: int | None, *, key: str = "dataset.n_private")
     if n is None:
         return data.private
     if n > len(data.private.texts):
-        raise ConfigError(key, f"at most {len(data.private.texts)} private sentences (got {n})")
+        raise ConfigError(key, f"at most {len(data.private.texts)} private sentences (got {n}); allowed: an "
+                               f"integer <= {len(data.private.texts)}, or null (all)")
     return data.private.first(n)

@@ -57,8 +57,8 @@ def _default_targets(model) -> list[str]:
     for q, v in (("query", "value"), ("q", "v"), ("q_proj", "v_proj"), ("q_lin", "v_lin")):
         if q in names and v in names:
             return [q, v]
-    raise ConfigError("lora.targets", "cannot find the q/v projections of this encoder; set lora.targets "
-                                      f"(linear layers: {sorted(names)[:12]})")
+    raise ConfigError("lora.targets", "cannot find the q/v projections of this encoder; allowed: lora.targets "
+                                      f"naming its linear layers ({', '.join(sorted(names)[:12])})")
 
 
 class LoraClassifier(torch.nn.Module):
@@ -74,8 +74,8 @@ class LoraClassifier(torch.nn.Module):
             from transformers import AutoModel, AutoTokenizer
             from transformers.utils import logging as hf_logging
         except ImportError:
-            raise ConfigError("lora", "the hybrid needs the optional extra: "
-                                      "pip install 'certdp[hybrid]' (peft, transformers)")
+            raise ConfigError("lora", "the hybrid needs the optional extra hybrid; allowed: install it "
+                                      "(pip install 'certdp[hybrid]': peft, transformers)")
         hf_logging.set_verbosity_error()
         sub, self.pool, self.normalise = _transformer_subfolder(Path(folder))
         self.tokenizer = AutoTokenizer.from_pretrained(str(sub), local_files_only=True)

@@ -53,12 +53,12 @@ REGISTRY: Registry[type["Mechanism"]] = Registry("mechanism")
 
 def check_epsilon(eps: float) -> None:
     if not (eps > 0 and math.isfinite(eps)):
-        raise ConfigError("privacy.epsilons", f"every epsilon must be a finite number > 0 (got {eps})")
+        raise ConfigError("privacy.epsilons", f"got {eps}; allowed: finite numbers > 0")
 
 
 def check_delta(delta: float) -> None:
     if not 0 < delta < 1:
-        raise ConfigError("privacy.delta", f"delta must be in (0, 1) (got {delta})")
+        raise ConfigError("privacy.delta", f"got {delta}; allowed: a number in (0, 1)")
 
 
 def check_beta(beta: float, limit: float, name: str, strict: bool = False) -> None:
@@ -72,7 +72,7 @@ def check_beta(beta: float, limit: float, name: str, strict: bool = False) -> No
 
 def check_n_params(p) -> None:
     if not (isinstance(p, int) and p >= 1):
-        raise ConfigError("model", f"the number of released parameters must be an integer >= 1 (got {p!r})")
+        raise ConfigError("model", f"{p!r} released parameters; allowed: an integer >= 1")
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
