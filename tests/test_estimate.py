@@ -324,7 +324,7 @@ def test_figures_list_says_it_is_timing_before_it_times_and_estimates_what_a_che
     (r,) = [F.resolve(sp, tmp_path / "out") for sp in F.load_experiments(exps)["tiny_estimate"].specs("quick")]
     ck = checkpoint.Session(folder=results.resumable_dir(r.run_dir), interval_s=None, progress_s=None,
                             restored={"nominal#0": {"step": 40, "done": True}, "agt#0": {"step": 39, "done": False}},
-                            record={"format": checkpoint.STATE_FORMAT})
+                            record={"format": checkpoint.STATE_FORMAT, checkpoint.ID_KEY: "test-checkpoint"})
     ck.save()
     from certdp.figure_times import run_estimate
     left = run_estimate(r)
@@ -379,7 +379,7 @@ def test_timing_inside_a_run_leaves_the_runs_checkpoint_alone(tmp_path):
     run's checkpoint (its loop keys would shift and a resume would refuse)."""
     from certdp.estimate.timers import apart, timer_of
     run = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=0, progress_s=None,
-                             record={"format": checkpoint.STATE_FORMAT})
+                             record={"format": checkpoint.STATE_FORMAT, checkpoint.ID_KEY: "test-checkpoint"})
     checkpoint.activate(run)
     try:
         with apart():
