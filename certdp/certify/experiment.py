@@ -133,7 +133,11 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
     smooth release (``smooth_release``) whose staircase the smoothness proof does not cover
     (unless ``privacy.smoothness=unproven``).  ``share_ratio`` wraps the engine in
     :class:`~certdp.bounds.shared.SharedBoxes` (``ags.share_ratio``)."""
-    ds = load_dataset(dict(settings.dataset), settings.seed)
+    from certdp.data.encoders import before_embedding
+    from certdp.estimate import Announcer
+    said = Announcer(settings)         # a text dataset says the estimate before it embeds
+    with before_embedding(said.embedding):
+        ds = load_dataset(dict(settings.dataset), settings.seed)
     if ds.task not in TASKS[task]:
         cmd = settings.command
         other = "certdp agtr" if ds.task == "regression" else "certdp ags"
@@ -152,8 +156,7 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
     n = ds.n_train
     # every refusal of the settings and the data is behind us: a long run says how long it will
     # take before the work starts (certdp/estimate.py; advisory, silent on any failure)
-    from certdp.estimate import announce
-    announce(settings)
+    said.after_data()
     return Experiment(settings, ds, model, engine, x, y, xt, yt, batch_plan(n, settings.train),
                       tuple(settings.staircase.radii(n)), proof)
 

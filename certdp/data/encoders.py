@@ -32,6 +32,8 @@ import json
 import logging
 import os
 import sys
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -162,6 +164,51 @@ def embedding_dir(encoder: Encoder, dataset: str, split: str, texts: Sequence[st
     return cache_dir() / "embeddings" / encoder.tag / f"{dataset}-{split}-{len(texts)}-{texts_digest(texts)[:16]}"
 
 
+_BEFORE: ContextVar = ContextVar("certdp_before_embedding", default=None)
+
+
+@contextmanager
+def before_embedding(callback):
+    """While a run loads its data, ``callback(info)`` is called by a text dataset's loader once
+    it knows what its embedding cache lacks and before it computes anything (:func:`announce_pending`):
+    the run says its estimate before the heavy work (:class:`certdp.estimate.Announcer`)."""
+    token = _BEFORE.set(callback)
+    try:
+        yield
+    finally:
+        _BEFORE.reset(token)
+
+
+def pending(texts: Sequence[str], encoder: Encoder, *, dataset: str, split: str, chunk_size: int = 256) -> list[int]:
+    """Positions of the ``texts`` whose chunk file is missing from the cache (what :func:`embed`
+    will compute; a file that exists but does not read back is found only then).  Creates nothing."""
+    texts = list(texts)
+    folder = embedding_dir(encoder, dataset, split, texts)
+    try:
+        chunk_size = int(json.loads((folder / "meta.json").read_text()).get("chunk_size", chunk_size))
+    except (OSError, ValueError, AttributeError):
+        pass
+    out: list[int] = []
+    for i, a in enumerate(range(0, len(texts), chunk_size)):
+        if not (folder / f"chunk_{i:05d}.npy").exists():
+            out.extend(range(a, min(a + chunk_size, len(texts))))
+    return out
+
+
+def announce_pending(todo: Sequence[str], total: int, encoder: Encoder) -> None:
+    """Tell the run (:func:`before_embedding`) what is left to embed: the texts ``todo`` of
+    ``total``, the encoder's tag and device, and on a CPU the seconds on :data:`CORES` idle cores
+    (:func:`cpu_seconds` at their mean length).  Settings and public counts only."""
+    cb = _BEFORE.get()
+    if cb is None:
+        return
+    device = str(getattr(encoder, "device", "cpu"))
+    chars = float(np.mean([len(t) for t in todo])) if len(todo) else 0.0
+    secs = (len(todo) * cpu_seconds(getattr(encoder, "name", ""), chars, getattr(encoder, "max_seq_length", None))
+            / CORES) if device == "cpu" else None
+    cb({"texts": len(todo), "total": int(total), "encoder": encoder.tag, "device": device, "seconds": secs})
+
+
 def _save_atomic(path: Path, arr: np.ndarray) -> None:
     buf = io.BytesIO()
     np.save(buf, arr)
@@ -259,5 +306,6 @@ def _compute(texts, encoder, chunks, todo, starts, chunk_size, folder, what, pro
         bar.close()
 
 
-__all__ = ["MODELS", "DIMS", "Encoder", "SentenceEncoder", "load_encoder", "embed", "embedding_dir",
+__all__ = ["MODELS", "DIMS", "Encoder", "SentenceEncoder", "load_encoder", "embed", "embedding_dir", "pending",
+           "before_embedding", "announce_pending",
            "cpu_seconds", "resolve_device", "DataUnavailable"]

@@ -333,20 +333,25 @@ def embed_parts(splits: TextSplits, encoder, *, progress: bool | None = None) ->
     """Embeddings of the three parts.  Each source file is embedded once, in file order, over
     the rows any part uses (all of them for the paper's split, so its cache serves every seed; a
     subset's rows depend on the seed, and so does its cache); the parts are then gathered from it."""
-    from certdp.data.encoders import embed
+    from certdp.data.encoders import announce_pending, embed, pending
 
     parts = {"private": splits.private, "public": splits.public, "test": splits.test}
     by_src: dict[str, np.ndarray] = {}
     for p in parts.values():
         by_src[p.source] = np.union1d(by_src.get(p.source, np.array([], np.int64)), p.index).astype(np.int64)
-    out = {}
+    texts_of: dict[str, list[str]] = {}
     for src, rows in by_src.items():
         texts_by_row = {}
         for p in parts.values():
             if p.source == src:
                 texts_by_row.update(zip(p.index.tolist(), p.texts))
-        texts = [texts_by_row[r] for r in rows.tolist()]
-        emb = embed(texts, encoder, dataset=splits.name, split=src, progress=progress)
+        texts_of[src] = [texts_by_row[r] for r in rows.tolist()]
+    # what the cache lacks, said before anything is computed (the run's estimate: certdp.estimate.Announcer)
+    todo = [ts[i] for src, ts in texts_of.items() for i in pending(ts, encoder, dataset=splits.name, split=src)]
+    announce_pending(todo, sum(map(len, texts_of.values())), encoder)
+    out = {}
+    for src, rows in by_src.items():
+        emb = embed(texts_of[src], encoder, dataset=splits.name, split=src, progress=progress)
         pos = {r: i for i, r in enumerate(rows.tolist())}
         for key, p in parts.items():
             if p.source == src:

@@ -6,8 +6,9 @@ IMDB's encoder and subset sizes default to a *profile* (``dataset.profile``):
   private / 5,000 public / all 25,000 test reviews): about 7.4 CPU hours of embeddings, minutes
   on a GPU;
 * ``cpu``: :data:`PROFILES` ``["cpu"]``, a smaller encoder on shorter inputs and a subset of the
-  split, chosen so that ``certdp ags dataset=imdb`` finishes, embeddings included, in 30 minutes
-  on two idle cores (docs/datasets.md has the measurements);
+  split (embeddings about 6 minutes on two idle cores), aiming at 30 minutes for the whole
+  ``certdp ags dataset=imdb`` (not yet shown: docs/datasets.md has the measurements and the
+  estimate's breakdown);
 * ``auto`` (the default): ``paper`` when the run computes on a GPU (``dataset.device``, which the
   configs set to the run's ``device``), else ``cpu``.
 
@@ -125,7 +126,7 @@ def text_fields(name: str) -> dict:
     }
     if imdb:
         fields["profile"] = Field("auto", partial(choice, allowed=("auto", "cpu", "paper")),
-                                  help="auto (paper on a GPU, cpu on a CPU) | cpu (MiniLM, a subset: 30 min on 2 cores) "
+                                  help="auto (paper on a GPU, cpu on a CPU) | cpu (MiniLM at 128 tokens, a subset) "
                                        "| paper (mpnet, the whole split)")
     return fields
 
