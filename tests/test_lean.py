@@ -20,7 +20,7 @@ import itertools
 import pytest
 import torch
 
-from certdp.bounds import aggregate, crown, ibp
+from certdp.bounds import aggregate, crown, ibp, rules
 from certdp.bounds.aggregate import batch_sum, top_sum, top_values
 from certdp.bounds.base import WORKSPACE
 from certdp.bounds.interval import Interval
@@ -177,7 +177,7 @@ def test_coupled_mse_step_is_the_former_formula(d, n, monkeypatch):
     subs = torch.cat([torch.tensor([0]), torch.arange(1, K - 1) * 7, torch.tensor([n + 5])])
     for clip in (0.3, 2.0):
         st = TrainSettings(steps=1, lr=0.3, clip=clip)
-        got = crown.mse_coupled_step(m, box, x, y, subs=subs, settings=st)
+        got = rules.mse.mse_coupled_step(m, box, x, y, subs=subs, settings=st)
         lo, hi = _mse_coupled_reference(m, box, x, y, subs=subs, settings=st)
         assert got.lo.numpy().tobytes() == lo.numpy().tobytes()
         assert got.hi.numpy().tobytes() == hi.numpy().tobytes()

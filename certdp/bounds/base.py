@@ -120,6 +120,7 @@ import torch
 
 from certdp.bounds.aggregate import batch_sum, clipped_gd_step
 from certdp.bounds.interval import Interval, output_bounds
+from certdp.registry import Registry
 
 _COMPUTE_HOOKS = ("per_sample_gradient_bounds", "batch_sum_bounds", "step_bounds")
 
@@ -159,6 +160,37 @@ class Schedule:
 
     epoch: int | None
     limit: int
+
+
+@dataclass(frozen=True)
+class LossRule:
+    """The bound rules of one loss beyond its interval and linear gradient bounds (which
+    :mod:`certdp.losses` keeps with the loss): one rule per loss, as auto_LiRPA keeps one rule
+    per operator; each lives in :mod:`certdp.bounds.rules` (one module a loss) and engines look
+    it up with :func:`loss_rule` instead of branching on the loss.
+
+    ``crown_coupled``: CROWN's single-layer joint step over the box's vertices, used when the
+    vertex tensors are small (``single_layer_step``'s signature; None: the general relaxation).
+    ``crown_joint``: False when the loss's linear gradient bounds are interval constants, so the
+    joint step is the IBP step (hinge).  ``milp_steps(prob, theta, subst, rows, new, eps)``: the
+    MILP window's constraints of every step (None: MILP does not bound the loss).
+    ``crowntt_neurons``: crowntt's neuron relaxation class (None: crowntt does not bound it)."""
+
+    loss: str
+    crown_coupled: Callable | None = None
+    crown_joint: bool = True
+    milp_steps: Callable | None = None
+    crowntt_neurons: Any = None
+
+
+LOSS_RULES: Registry[LossRule] = Registry("loss rule")
+
+
+def loss_rule(loss) -> LossRule:
+    """The :class:`LossRule` of ``loss`` (a loss object or its name); a loss without one gets the
+    general rules (CROWN's relaxation from its linear gradient bounds; no MILP, no crowntt)."""
+    name = loss if isinstance(loss, str) else loss.name
+    return LOSS_RULES[name] if name in LOSS_RULES else LossRule(name)
 
 
 def epoch_length(plan: torch.Tensor, n: int) -> int | None:

@@ -114,13 +114,12 @@ from __future__ import annotations
 
 import torch
 
-from certdp.bounds.base import Certificate, Window
-from certdp.bounds.crowntt_neurons import U, HeadNeurons, HingeNeurons, rounding_gamma
+from certdp.bounds.base import Certificate, Window, loss_rule
+from certdp.bounds.crowntt_neurons import U, HingeNeurons, rounding_gamma
 from certdp.bounds.crowntt_refine import optimise_slopes
 from certdp.bounds.ibp import IBP, gradient_bounds
 from certdp.bounds.interval import Interval
 from certdp.errors import ConfigError
-from certdp.losses import MSE, Hinge, SoftmaxCE
 
 # Refuse windows whose back-substitution would take hours: rows * F^2/2 * q * (b C D + P)
 # multiply-adds (about 2e9 for blobs with 11 radii over 200 steps).
@@ -172,7 +171,7 @@ class CrownTT(Certificate):
 
     @classmethod
     def supports(cls, model) -> bool:
-        return model.n_layers == 1 and isinstance(model.loss, (MSE, Hinge, SoftmaxCE))
+        return model.n_layers == 1 and loss_rule(model.loss).crowntt_neurons is not None
 
     def per_sample_gradient_bounds(self, model, theta, x, y, *, clip, out=None):
         return gradient_bounds(model, theta, x, y, clip=clip, out=out)
@@ -187,7 +186,7 @@ class CrownTT(Certificate):
         K, P = boxes.lo.shape
         F = len(steps)
         ks = ks.to(torch.long)
-        kind = HingeNeurons if isinstance(model.loss, Hinge) else HeadNeurons
+        kind = loss_rule(model.loss).crowntt_neurons
         if self.alpha_iters and kind is not HingeNeurons:
             raise ConfigError("certificate.alpha_iters", "slope optimisation is implemented for the hinge head only; allowed: 0")
         q = 2 * b * (1 if kind is HingeNeurons else model.widths[-1])

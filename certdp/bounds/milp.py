@@ -23,7 +23,7 @@ Window encoding (one MILP per radius k and window t0..t0+F-1, start box T_k(t0))
   window (a substituted record keeps its index in the plan, and its gradients at different
   steps are free, a superset of any real record), and sum_j s_j <= k;
 * theta_{t+1} = lam theta_t - (lr / b) sum_i G_ti  (up to the rounding slack eps).
-  The hinge window is encoded aggregated (milp_window._hinge_steps): G_ti = u_i kappa_i + e_i with
+  The hinge window is encoded aggregated (certdp/bounds/rules/hinge.py): G_ti = u_i kappa_i + e_i with
   u_i = a_i (1 - s_j) (linearised exactly for binary a, s) and e_i in [-g s_j, g s_j]^P, and only
   the step's sum E_t = sum_i e_i, |E_t,p| <= g sum_{i in B_t} s_j(i), is a column: the same set
   of trajectories with b u-columns per step instead of b P G-columns (blobs, one step: 87
@@ -150,13 +150,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from certdp.bounds.base import Certificate, Schedule, Window, epoch_length
+from certdp.bounds.base import Certificate, Schedule, Window, epoch_length, loss_rule
 from certdp.bounds.crown import single_layer_step
 from certdp.bounds.ibp import IBP, check_substitutions, gradient_bounds
 from certdp.bounds.interval import Interval, outward
 from certdp.bounds.milp_window import WindowProblem, solve_task
 from certdp.errors import ConfigError
-from certdp.losses import MSE, Hinge
 
 log = logging.getLogger("certdp")
 
@@ -266,7 +265,7 @@ class MILP(Certificate):
 
     @classmethod
     def supports(cls, model) -> bool:
-        return model.n_layers == 1 and model.widths[-1] == 1 and isinstance(model.loss, (MSE, Hinge))
+        return model.n_layers == 1 and model.widths[-1] == 1 and loss_rule(model.loss).milp_steps is not None
 
     def nesting_refusal(self):
         return ("certificate.name",

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from certdp.bounds.base import loss_rule
 from certdp.bounds.safe_lp import TINY, U, CbcLP, HighsLP, LinearProgram, bound_target
-from certdp.losses import MSE, Loss
+from certdp.losses import Loss
 
 
 # ------------------------------------------------------------------------ problem description
@@ -90,11 +91,9 @@ def build(prob: WindowProblem) -> LinearProgram:
         rows.add(subst, np.ones(prob.n_records), hi=float(k_eff))
     magnitude = float(np.maximum(np.abs(prob.boxes_lo), np.abs(prob.boxes_hi)).max())
     eps = update_slack(b=b, lr=prob.lr, clip=g, magnitude=magnitude)
-    if not isinstance(prob.loss, MSE):
-        # hinge: aggregated per step (below); mse: one clipped-gradient column per slot and coordinate
-        _hinge_steps(prob, theta, subst, rows, new, eps)
-    else:
-        _mse_steps(prob, theta, subst, rows, new, eps)
+    # the loss's rule (certdp/bounds/rules): hinge aggregated per step, mse one clipped-gradient
+    # column per slot and coordinate
+    loss_rule(prob.loss).milp_steps(prob, theta, subst, rows, new, eps)
     n = len(col_lo)
     starts = np.cumsum([0] + [len(c) for c in rows.idx]).astype(np.int64)
     idx = np.concatenate(rows.idx) if rows.idx else np.zeros(0, np.int64)
@@ -104,129 +103,6 @@ def build(prob: WindowProblem) -> LinearProgram:
     return LinearProgram(A, np.asarray(rows.lower, dtype=np.float64), np.asarray(rows.upper, dtype=np.float64),
                          np.asarray(col_lo, dtype=np.float64), np.asarray(col_hi, dtype=np.float64),
                          np.nonzero(integ)[0].astype(np.int64), np.asarray(theta[F], dtype=np.int64))
-
-
-def _mse_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, eps: float) -> None:
-    """MSE: per slot and coordinate, the clipped gradient clip(z), z = 2 x~_p (x~ . theta - y), by
-    big-M pairs over z's range on the box widened by the rounding slack delta; the gradient used,
-    G, within 2 g s + delta of it; the update equations within eps."""
-    F, b, P = prob.xt.shape
-    g = prob.clip
-    for t in range(F):
-        lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
-        mag_t = np.maximum(np.abs(lo_t), np.abs(hi_t))
-        th = theta[t]
-        G_cols = []
-        for i in range(b):
-            x = prob.xt[t, i]
-            yi = float(prob.y[t, i])
-            s = subst[prob.rec[t, i]]
-            # residual r = x . theta - y over the box: its range (rounding covered by delta)
-            r_lo = float(np.sum(np.minimum(x * lo_t, x * hi_t)) - yi)
-            r_hi = float(np.sum(np.maximum(x * lo_t, x * hi_t)) - yi)
-            for p in range(P):
-                Gc = new(-g, g)
-                G_cols.append((p, Gc))
-                scale = 2.0 * x[p]
-                zc = scale * x                      # z = zc . theta - scale * y
-                z0 = -scale * yi
-                delta = gradient_slack(scale=scale, x=x, mag=mag_t, y=yi)
-                zl = min(scale * r_lo, scale * r_hi) - delta
-                zu = max(scale * r_lo, scale * r_hi) + delta
-                if not (np.isfinite(zc).all() and math.isfinite(z0) and math.isfinite(zl) and math.isfinite(zu)):
-                    continue                        # overflows in float64: G stays free in [-g, g]
-                if zu <= -g or zl >= g:             # surely clipped: constant
-                    cols, coefs, const = [], [], (-g if zu <= -g else g)
-                else:
-                    cols, coefs, const = list(th), list(zc), z0
-                    if zu > g:                      # u = max(z - g, 0) leaves
-                        u = new(0.0, zu - g); du = new(0.0, 1.0, True)
-                        rows.add(th + [u], np.concatenate([zc, [-1.0]]), hi=g - z0)        # u >= z - g
-                        rows.add([u, du], [1.0, -(zu - g)], hi=0.0)                        # u <= U d
-                        # u <= z - g - L (1 - d), L = zl - g
-                        rows.add(th + [u, du], np.concatenate([-zc, [1.0, -(zl - g)]]), hi=z0 - g - (zl - g))
-                        cols.append(u); coefs.append(-1.0)
-                    if zl < -g:                     # v = max(-g - z, 0) enters
-                        v = new(0.0, -g - zl); dv = new(0.0, 1.0, True)
-                        rows.add(th + [v], np.concatenate([zc, [1.0]]), lo=-g - z0)        # v >= -g - z
-                        rows.add([v, dv], [1.0, -(-g - zl)], hi=0.0)                       # v <= U d
-                        # v <= -g - z - L (1 - d), L = -g - zu
-                        rows.add(th + [v, dv], np.concatenate([zc, [1.0, -(-g - zu)]]), hi=-g - z0 - (-g - zu))
-                        cols.append(v); coefs.append(1.0)
-                # |G - clip(z)| <= 2 g s + delta
-                cc = np.asarray(coefs, dtype=np.float64)
-                rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [-2 * g]]), hi=const + delta)
-                rows.add([Gc] + list(cols) + [s], np.concatenate([[1.0], -cc, [2 * g]]), lo=const - delta)
-        # theta_{t+1} = lam theta_t - lr/b sum_i G, up to the update's rounding eps
-        for p in range(P):
-            gs = [c for (q, c) in G_cols if q == p]
-            rows.add([theta[t + 1][p], theta[t][p]] + gs,
-                     np.concatenate([[1.0, -prob.lam], np.full(len(gs), prob.lr / b)]), lo=-eps, hi=eps)
-
-
-def _hinge_steps(prob: WindowProblem, theta, subst, rows: _Rows, new, eps: float) -> None:
-    """The hinge window's steps, aggregated per step (module docstring of certdp/bounds/milp.py).
-
-    Slot i of step t (record j, s_j its substitution binary) contributes u_i kappa_i + e_i with
-    u_i = a_i (1 - s_j) (the original record's clipped gradient a_i kappa_i, kappa_i =
-    clip(-y_i x~_i), a_i = 1[m_i < 1]) and e_i in [-g s_j, g s_j]^P (a substituted record's
-    gradient: anything in [-g, g]).  For binary a, s this is exactly G_i of the per-slot encoding
-    (s_j = 0: G_i = a_i kappa_i; s_j = 1: G_i = e_i, free in [-g, g]), with u_i linearised by
-    u <= a, u <= 1 - s, u >= a - s (exact at binary a, s).  The e_i of a step enter only through
-    their sum E_t = sum_i e_i, whose exact range is |E_t,p| <= g sum_{i in B_t} s_j(i): one
-    column per step and coordinate instead of b.  The margin m = y x~ . theta that training
-    computes is within delta_m of the LP's, so the indicator rows leave delta_m around 1."""
-    F, b, P = prob.xt.shape
-    g, eta = prob.clip, prob.lr / b
-    for t in range(F):
-        lo_t, hi_t = prob.boxes_lo[t], prob.boxes_hi[t]
-        mag_t = np.maximum(np.abs(lo_t), np.abs(hi_t))
-        th = theta[t]
-        cols: list[list] = [[] for _ in range(P)]
-        coefs: list[list] = [[] for _ in range(P)]
-        const = np.zeros(P)
-        s_step = []
-        for i in range(b):
-            x = prob.xt[t, i]
-            yi = float(prob.y[t, i])
-            s = subst[prob.rec[t, i]]
-            s_step.append(s)
-            kappa = np.clip(-yi * x, -g, g)
-            dm = gradient_slack(scale=1.0, x=x, mag=mag_t, y=0.0)
-            # the range of both margins (training's and the LP's) over the box
-            m_lo = float(np.sum(np.minimum(yi * x * lo_t, yi * x * hi_t))) - 2 * dm
-            m_hi = float(np.sum(np.maximum(yi * x * lo_t, yi * x * hi_t))) + 2 * dm
-            finite = math.isfinite(m_lo) and math.isfinite(m_hi) and np.isfinite(x).all()
-            if finite and m_lo >= 1.0:
-                continue                                    # surely inactive: a = 0, u = 0
-            if finite and m_hi < 1.0:
-                # surely active: a = 1, u = 1 - s
-                const += kappa
-                for p in range(P):
-                    cols[p].append(s); coefs[p].append(-float(kappa[p]))
-                continue
-            act = new(0.0, 1.0, True)
-            if finite:
-                # m <= 1 + dm + (mU - 1 - dm)(1 - a);  m >= 1 - dm - (1 - dm - mL) a
-                rows.add(th + [act], np.concatenate([yi * x, [m_hi - 1.0 - dm]]), hi=m_hi)
-                rows.add(th + [act], np.concatenate([yi * x, [1.0 - dm - m_lo]]), lo=1.0 - dm)
-            # (a margin that overflows float64 leaves a free)
-            u = new(0.0, 1.0)
-            rows.add([u, act], [1.0, -1.0], hi=0.0)         # u <= a
-            rows.add([u, s], [1.0, 1.0], hi=1.0)            # u <= 1 - s
-            rows.add([u, act, s], [1.0, -1.0, 1.0], lo=0.0)  # u >= a - s
-            for p in range(P):
-                if kappa[p] != 0.0:
-                    cols[p].append(u); coefs[p].append(float(kappa[p]))
-        for p in range(P):
-            E = new(-g * b, g * b)
-            rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, -g)]), hi=0.0)
-            rows.add([E] + s_step, np.concatenate([[1.0], np.full(b, g)]), lo=0.0)
-            # theta_{t+1} = lam theta_t - eta (const + sum coefs . cols + E), up to eps
-            c0 = -eta * float(const[p])
-            rows.add([theta[t + 1][p], th[p], E] + cols[p],
-                     np.concatenate([[1.0, -prob.lam, eta], eta * np.asarray(coefs[p], dtype=np.float64)]),
-                     lo=c0 - eps, hi=c0 + eps)
 
 
 def solve_window(prob: WindowProblem, solver: str, time_limit: float, mip_gap: float, lp_only: bool = False,
