@@ -32,7 +32,7 @@ def box_loop(ps: Pass, state: LoopState, lp) -> LoopState:
     q_live = ps.rows[:n_live]
     grade = ps.grade
     keys = ("lo", "hi")
-    first = resume(state, lp, ps.clock, keys=keys, done_steps=lambda f: sum(len(bl) for bl in blocks[:f]))
+    first = resume(state, lp, ps.clock, keys=keys, done_steps=lambda f: sum(len(blk) for blk in blocks[:f]))
 
     def saved():
         return state.saved(keys, with_s=False)

@@ -82,7 +82,7 @@ def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: 
     C = 2 if binary else model.widths[-1]
     best, released = None, 0
     perm = torch.as_tensor(np.random.default_rng(exp.seed + 17).permutation(n))
-    st = TrainSettings(steps=exp.train.steps, lr=exp.train.lr, clip=exp.train.clip, batch_size=None,
+    teacher_train = TrainSettings(steps=exp.train.steps, lr=exp.train.lr, clip=exp.train.clip, batch_size=None,
                        contraction=exp.train.contraction, seed=exp.train.seed)
     st_student = TrainSettings(steps=min(exp.train.steps, cfg.student_steps), lr=exp.train.lr,
                                clip=exp.train.clip, batch_size=None, contraction=exp.train.contraction,
@@ -91,7 +91,7 @@ def pate_classification(exp: Experiment, *, regime: str, epsilon: float, delta: 
         if n // T < 2:
             continue
         if T not in votes_cache:
-            teachers = train_teachers(model, model.init(exp.train.seed), x, y, blocks(perm, T), st,
+            teachers = train_teachers(model, model.init(exp.train.seed), x, y, blocks(perm, T), teacher_train,
                                       resumable="pate_teachers")                          # non-private
             pred = model.classify(teachers, xq)                          # [T, m_pool]
             cls = ((pred + 1) // 2).long() if binary else pred.long()

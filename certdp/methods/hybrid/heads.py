@@ -65,8 +65,8 @@ class Features:
     explained: float            # fraction of the public variance the k components keep
 
 
-def pca_features(s: HybridSettings, emb: dict[str, np.ndarray], parts: dict[str, TextPart]) -> Features:
-    pca = fit_public_pca(emb["public"], s.head.pca_dim, key="head.pca_dim")
+def pca_features(hybrid: HybridSettings, emb: dict[str, np.ndarray], parts: dict[str, TextPart]) -> Features:
+    pca = fit_public_pca(emb["public"], hybrid.head.pca_dim, key="head.pca_dim")
     x = {k: torch.as_tensor(pca.transform(emb[k]), dtype=DTYPE) for k in ("private", "public", "test")}
     y = {k: torch.as_tensor(parts[k].y01) for k in ("private", "public", "test")}
     return Features(x["private"], y["private"], x["public"], y["public"], x["test"], y["test"], float(pca.explained))
@@ -104,33 +104,34 @@ def _margins(model, thetas: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return z[..., 1] - z[..., 0]
 
 
-def heads_accuracy(s: HybridSettings, model, thetas: torch.Tensor, f: Features) -> tuple[np.ndarray, np.ndarray]:
+def heads_accuracy(hybrid: HybridSettings, model, thetas: torch.Tensor, f: Features) -> tuple[np.ndarray, np.ndarray]:
     """(public, test) accuracies [D] of the heads ``thetas`` [D, P]."""
     return margin_accuracy(_margins(model, thetas, f.x_pub), f.y_pub, _margins(model, thetas, f.x_test), f.y_test,
-                           s.threshold)
+                           hybrid.threshold)
 
 
-def head_train_settings(s: HybridSettings) -> TrainSettings:
-    h = s.head
-    return TrainSettings(steps=h.steps, lr=h.lr, clip=h.clip, batch_size=None, contraction=h.contraction, seed=s.seed)
+def head_train_settings(hybrid: HybridSettings) -> TrainSettings:
+    h = hybrid.head
+    return TrainSettings(steps=h.steps, lr=h.lr, clip=h.clip, batch_size=None, contraction=h.contraction,
+                         seed=hybrid.seed)
 
 
-def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) -> dict:
+def certify_head(hybrid: HybridSettings, f: Features, key: str, *, progress: bool) -> dict:
     """The head's envelopes: nominal head and its AGT envelopes (``head.certificate``,
     k = 1..k_max and N) on the private features, plus the anisotropic weights from the same
     engine on the public features; a dict of tensors cached in the work folder under ``key``
     and the head settings."""
-    path = s.work_dir / "ags" / f"{digest('ags', key, s.head, s.seed, f.x_priv.shape)}.pt"
+    path = hybrid.work_dir / "ags" / f"{digest('ags', key, hybrid.head, hybrid.seed, f.x_priv.shape)}.pt"
     if path.exists():
         return load_torch(path)
     d = f.x_priv.shape[1]
     model = head_model(d)
-    ts = head_train_settings(s)
+    ts = head_train_settings(hybrid)
     n = f.x_priv.shape[0]
-    ks = staircase_settings({"kind": "range", "k_max": s.head.k_max, "include_n": s.head.include_n},
+    ks = staircase_settings({"kind": "range", "k_max": hybrid.head.k_max, "include_n": hybrid.head.include_n},
                             prefix="head").radii(n)
-    engine = build_engine(s.head.certificate, model=model)
-    theta0 = model.init(s.seed)
+    engine = build_engine(hybrid.head.certificate, model=model)
+    theta0 = model.init(hybrid.seed)
     t0 = time.perf_counter()
     env = model_envelopes(model, theta0, f.x_priv, f.y_priv, ts, ks, engine=engine, progress=progress,
                           resumable="agt")
@@ -145,44 +146,44 @@ def certify_head(s: HybridSettings, f: Features, key: str, *, progress: bool) ->
     return out
 
 
-def ags_release(s: HybridSettings, env: dict, f: Features, *, epsilon: float, delta: float, release: str,
+def ags_release(hybrid: HybridSettings, env: dict, f: Features, *, epsilon: float, delta: float, release: str,
                 allocation: str, label) -> dict:
     """``head.n_draws`` released heads at (epsilon, delta) and their (public, test) accuracies;
     ``smoothness_proof``: whether the head's staircase is provably beta-smooth (the release-proof
     policy ``privacy.smoothness``, certdp/privacy/smoothness.py; a refusal otherwise)."""
-    proof = release_proof(build_engine(s.head.certificate), s.smoothness)
+    proof = release_proof(build_engine(hybrid.head.certificate), hybrid.smoothness)
     model = head_model(env["d"])
     P = model.n_params
     w = env["weights"] if allocation == "anisotropic" else torch.ones(P, dtype=DTYPE)
-    per_coord = trivial_cover(head_train_settings(s), P, (0, s.head.steps)) / P
+    per_coord = trivial_cover(head_train_settings(hybrid), P, (0, hybrid.head.steps)) / P
     cover = float((per_coord / w).sum())
     sc = parameter_staircase(Envelopes(env["k"], env["lo"], env["hi"], env["nominal"]), n_total=env["n"], cover=cover,
                              weights=w, key="head.lr", allowed="a smaller head.lr or head.clip")
-    mech = make_mechanism(release, query="parameter", epsilon=epsilon, n_params=P, delta=delta, beta=s.head.beta)
+    mech = make_mechanism(release, query="parameter", epsilon=epsilon, n_params=P, delta=delta, beta=hybrid.head.beta)
     u = float(sc.smooth(mech.beta))
-    gen = generator_for(s.seed, "hybrid-ags", label, release, allocation, epsilon)
-    heads = publish.release(env["nominal"], u, mech, gen, draws=s.head.n_draws, weights=w)
-    acc_pub, acc_test = heads_accuracy(s, model, heads, f)
-    _, nom_test = heads_accuracy(s, model, env["nominal"].unsqueeze(0), f)
+    gen = generator_for(hybrid.seed, "hybrid-ags", label, release, allocation, epsilon)
+    heads = publish.release(env["nominal"], u, mech, gen, draws=hybrid.head.n_draws, weights=w)
+    acc_pub, acc_test = heads_accuracy(hybrid, model, heads, f)
+    _, nom_test = heads_accuracy(hybrid, model, env["nominal"].unsqueeze(0), f)
     return {"u": u, "beta": float(mech.beta), "scale": float(mech.scale(u)), "regime": mech.regime,
             "acc_pub": acc_pub, "acc_test": acc_test, "nonprivate_head_accuracy": float(nom_test[0]),
             "smoothness_proof": proof}
 
 
-def dpsgd_head(s: HybridSettings, f: Features, *, epsilon: float, delta: float, label) -> dict:
+def dpsgd_head(hybrid: HybridSettings, f: Features, *, epsilon: float, delta: float, label) -> dict:
     """DP-SGD logistic heads (``dpsgd_head.n_runs`` runs per learning rate) at (epsilon, delta);
     the learning rate with the best median public accuracy is kept."""
-    g = s.dpsgd_head
+    g = hybrid.dpsgd_head
     model = head_model(f.x_priv.shape[1])
     _, q, T = poisson_schedule(batch_size=g.batch_size, epochs=g.epochs, n=f.x_priv.shape[0])
     sigma, eps_cert = calibrated_noise(epsilon=epsilon, delta=delta, sample_rate=q, steps=T,
-                                       accountant=s.dpsgd.accountant)
+                                       accountant=hybrid.dpsgd.accountant)
     best = None
     for lr in g.lrs:
-        gen = generator_for(s.seed, "hybrid-dpsgd-head", label, epsilon, lr)
-        thetas = torch.stack([dpsgd_poisson(model, model.init(s.seed), f.x_priv, f.y_priv, lr=lr, clip=g.clip,
+        gen = generator_for(hybrid.seed, "hybrid-dpsgd-head", label, epsilon, lr)
+        thetas = torch.stack([dpsgd_poisson(model, model.init(hybrid.seed), f.x_priv, f.y_priv, lr=lr, clip=g.clip,
                                             sigma=sigma, sample_rate=q, steps=T, gen=gen) for _ in range(g.n_runs)])
-        acc_pub, acc_test = heads_accuracy(s, model, thetas, f)
+        acc_pub, acc_test = heads_accuracy(hybrid, model, thetas, f)
         if best is None or np.median(acc_pub) > np.median(best["acc_pub"]):
             best = {"lr": lr, "acc_pub": acc_pub, "acc_test": acc_test}
     return {**best, "sigma": sigma, "eps_certified": eps_cert, "steps": T, "sample_rate": q}
