@@ -11,17 +11,27 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
 import certdp.cli  # noqa: F401  (registers the ${certdp.*:} resolvers the configs use)
 from certdp.cli import COMMANDS
+from certdp.data.params import SETTING
 from certdp.settings import config_dir
 from certdp.settings import schema
 from certdp.settings.schema import declarations, undeclared_yaml_keys, yaml_disagreements
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = ("agtr", "certify", "audit", "pate", "ags", "dpsgd", "dpaudit")
+
+
+def plant(monkeypatch, cls, name: str, **changes) -> None:
+    """Change the declaration of setting ``name`` in the metadata of dataclass ``cls``'s field
+    (undone by ``monkeypatch``)."""
+    f = cls.__dataclass_fields__[name]
+    decl = dataclasses.replace(f.metadata[SETTING], **changes)
+    monkeypatch.setattr(f, "metadata", MappingProxyType({**f.metadata, SETTING: decl}))
 
 
 def _copy_configs(tmp_path: Path) -> Path:
@@ -139,8 +149,7 @@ def test_a_changed_declaration_makes_the_reference_stale(monkeypatch):
         import settings_doc
     finally:
         sys.path.pop(0)
-    from certdp.settings import training
-    monkeypatch.setitem(training.TRAIN_FIELDS, "contraction",
-                        dataclasses.replace(training.TRAIN_FIELDS["contraction"], help="planted help"))
+    from certdp.training import TrainSettings
+    plant(monkeypatch, TrainSettings, "contraction", help="planted help")
     text = settings_doc.render()
     assert "planted help" in text and text != (ROOT / "docs" / "settings.md").read_text()

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from certdp.data.params import Field, boolean, choice, integer, parse_settings, real, section, text
+from certdp.data.params import SEED, Field, boolean, choice, integer, parse_settings, real, section, text
 from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED, RESUMABLE
 from certdp.errors import ConfigError
 
@@ -39,8 +39,6 @@ def shipped_dir(name: str, env: str) -> Path:
     raise RuntimeError(f"certdp cannot find its {name}/ folder (looked for {_PACKAGE / ('_' + name)} and "
                        f"{_PACKAGE.parent / name}): reinstall certdp or set {env}")
 
-# Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
-SEED = partial(integer, lo=0, hi=2 ** 53)
 
 # ``device``: where training and AGT compute.  ``auto`` is a CUDA GPU when torch sees one, else the
 # CPU; ``cuda`` is the current CUDA device, ``cuda:N`` the N-th.  Resolved here, once, so that a run

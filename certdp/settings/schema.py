@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from certdp.data.params import Field, describe
+from certdp.data.params import Field, describe, settings_of
 from certdp.errors import ConfigError
 
 FEASIBILITY = "feasibility"
@@ -83,6 +83,7 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
     from certdp.settings.base import run_fields
     from certdp.settings.experiment import DPAUDIT_DRAWS, DPAUDIT_PRIVACY_RELEASES, PARAMETER_COMMANDS, QUERIES, SECTIONS
     from certdp.settings.privacy import privacy_fields
+    from certdp.training import TrainSettings
     experiment = tuple(SECTIONS)
     out: list = [("", run_fields(), experiment + (FEASIBILITY, HYBRID), ""),
                  ("", {"queries": QUERIES}, ("agtr",), "")]
@@ -94,7 +95,7 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
     out += [("dataset", C.FEASIBILITY_DATASET_FIELDS, (FEASIBILITY,), ""),
             ("dataset.model", T.model_fields(False), experiment, ""),
             ("model", T.model_fields(True), experiment, ""),
-            ("train", T.TRAIN_FIELDS, experiment, ""),
+            ("train", settings_of(TrainSettings), experiment, ""),
             ("staircase", T.STAIRCASE_FIELDS, experiment, ""),
             ("certificate", {"name": T.CERTIFICATE_NAME}, experiment, "")]
     for opt, f in T.ENGINE_OPTIONS.items():

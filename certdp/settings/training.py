@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, choice, integer, integers, parse_settings, real, section, text
+from certdp.data.params import Field, boolean, choice, integer, integers, parse_settings, real, section, settings_of, text
 from certdp.errors import ConfigError
-from certdp.training import TrainSettings
-from certdp.settings.base import SEED, strict
+from certdp.training import MAX_STEPS, TrainSettings
+from certdp.settings.base import strict
 
-MAX_STEPS = 10 ** 7          # a fixed batch plan of more steps would not fit in memory
 ARCHS = ("linear", "mlp", "logistic")
 LOSSES = ("mse", "hinge", "ce")
 
@@ -54,32 +53,12 @@ def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
 
 
 # ------------------------------------------------------------------------------------ train
-def _batch_size(value: Any, key: str) -> int | None:
-    if value == "full":
-        return None
-    return integer(value, key, lo=1, none=True, null_means="full batch")
-
-
-TRAIN_FIELDS = {
-    "steps": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
-                   help="training steps T of the nominal algorithm (clipped gradient descent)"),
-    "lr": Field(None, partial(real, lo=0, lo_open=True), help="learning rate eta"),
-    "clip": Field(None, partial(real, lo=0, lo_open=True),
-                  help="gradient clipping bound gamma (element-wise, per sample)"),
-    "batch_size": Field(None, _batch_size, help="records per batch (null or full: full batch)"),
-    "contraction": Field(1.0, partial(real, lo=0, lo_open=True, hi=1),
-                         help="lambda: the parameters are scaled by lambda each step (1: plain clipped GD)"),
-    "seed": Field(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed"),
-                  help="seed of the initialisation and the batch plan (null: the run seed)"),
-}
-
-
+# declared once, in the fields of TrainSettings (certdp/training.py)
 def train_settings(cfg: Any, seed: int) -> TrainSettings:
     """``train``: the nominal algorithm (steps, lr, clip gamma, batch size, contraction lambda,
     seed of the initialisation and batch plan; default the run seed)."""
-    t = strict(cfg, TRAIN_FIELDS, prefix="train")
-    return TrainSettings(steps=t["steps"], lr=t["lr"], clip=t["clip"], batch_size=t["batch_size"],
-                         contraction=t["contraction"], seed=seed if t["seed"] is None else t["seed"])
+    values = strict(cfg, settings_of(TrainSettings), prefix="train")
+    return TrainSettings(**{**values, "seed": seed if values["seed"] is None else values["seed"]})
 
 
 # ------------------------------------------------------------------------------------ staircase
@@ -276,3 +255,14 @@ def refuse_explicit_options(cert: CertificateSettings, keys: Any, *, key: str = 
                                               f"{', '.join(owners)}); allowed: "
                                               f"{', '.join(CERTIFICATES[cert.name].options) or 'none'} (the options "
                                               f"of {cert.name})")
+
+
+# The tables of the sections declared in dataclass fields, under the names they had as tables:
+# read from the dataclass on every access, so they cannot drift from it (no second copy).
+_TABLES = {"TRAIN_FIELDS": TrainSettings}
+
+
+def __getattr__(name: str) -> dict[str, Field]:
+    if name in _TABLES:
+        return settings_of(_TABLES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
