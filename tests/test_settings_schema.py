@@ -62,9 +62,8 @@ def test_a_planted_yaml_disagreement_is_caught(tmp_path):
 
 
 def test_a_planted_declared_default_is_caught(monkeypatch):
-    from certdp.settings import training
-    monkeypatch.setitem(training.STAIRCASE_FIELDS, "ratio",
-                        dataclasses.replace(training.STAIRCASE_FIELDS["ratio"], default=3.0))
+    from certdp.settings.training import StaircaseSettings
+    plant(monkeypatch, StaircaseSettings, "ratio", default=3.0)
     assert yaml_disagreements(config_dir(), ("certify",)) == ["certify: staircase.ratio: YAML 2.0, declared 3.0"]
 
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, choice, choices, integer, integers, parse_settings, real, reals, section
+from certdp.data.params import (Field, boolean, choice, choices, integer, integers, parse_settings, real, reals,
+                                section, setting, settings_of)
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import accountant_names
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
 from certdp.settings.base import RunOptions, Subsection, strict, subsection
-from certdp.settings.training import MAX_STEPS, STAIRCASE_FIELDS, StaircaseSettings, staircase_settings
+from certdp.settings.training import MAX_STEPS, StaircaseSettings, staircase_settings
 
 MAX_REPEATS = 10 ** 6
 
@@ -132,7 +133,7 @@ SHARD_FIELDS = {
                        help="a seeded training subset of this size"),
     "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr")),
                             help="radii of the full-data AGT-R arm: shard (pate.staircase) | agtr (staircase)"),
-    "staircase": Field(None, Subsection(STAIRCASE_FIELDS,
+    "staircase": Field(None, Subsection(settings_of(StaircaseSettings),
                                         lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
                        help="per-shard radii (the keys of staircase; default geometric 1, 2, 4, ..., 1024 and N)"),
 }

@@ -96,7 +96,7 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
             ("dataset.model", T.model_fields(False), experiment, ""),
             ("model", T.model_fields(True), experiment, ""),
             ("train", settings_of(TrainSettings), experiment, ""),
-            ("staircase", T.STAIRCASE_FIELDS, experiment, ""),
+            ("staircase", settings_of(T.StaircaseSettings), experiment, ""),
             ("certificate", {"name": T.CERTIFICATE_NAME}, experiment, "")]
     for opt, f in T.ENGINE_OPTIONS.items():
         engines = "|".join(n for n, c in sorted(CERTIFICATES.items()) if opt in c.options)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, choice, integer, integers, parse_settings, real, section, settings_of, text
+from certdp.data.params import (Field, boolean, check_settings, choice, integer, integers, parse_settings, real,
+                                section, setting, settings_of, text)
 from certdp.errors import ConfigError
 from certdp.training import MAX_STEPS, TrainSettings
 from certdp.settings.base import strict
@@ -75,15 +76,21 @@ class StaircaseSettings:
     looser).  ``k_max`` may exceed N; radii are capped at N.  ``include_n`` adds N itself,
     which covers every radius without a global sensitivity."""
 
-    kind: str
-    k_min: int
-    k_max: int
-    step: int
-    ratio: float
-    values: tuple[int, ...]
-    include_n: bool
-    dense_until: int
-    key: str = field(default="staircase", compare=False)
+    kind: str = setting("range", partial(choice, allowed=STAIRCASE_KINDS),
+                        help="how the radii K are chosen: range (k_min..k_max by step) | geometric | list (values)")
+    k_min: int = setting(1, partial(integer, lo=1), help="smallest radius (range, geometric)")
+    k_max: int = setting(28, partial(integer, lo=1), help="largest radius (capped at N)")
+    step: int = setting(1, partial(integer, lo=1), help="radius step of kind=range")
+    ratio: float = setting(2.0, partial(real, lo=1, lo_open=True), help="growth factor of kind=geometric after dense_until")
+    values: tuple[int, ...] = setting((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii"),
+                                      help="the radii of kind=list")
+    include_n: bool = setting(False, boolean, help="add k = N (covers every radius without a global sensitivity)")
+    dense_until: int = setting(1, partial(integer, lo=1, none=True, null_means="1"),
+                               help="kind=geometric: every radius up to this one")
+    key: str = field(default="staircase", compare=False)     # the section read (staircase, pate.staircase)
+
+    def __post_init__(self):
+        check_settings(self, self.key)
 
     def radii(self, n: int) -> list[int]:
         """The sorted radii for a dataset of n records (each capped at n)."""
@@ -114,33 +121,17 @@ class StaircaseSettings:
         return ks
 
 
-STAIRCASE_FIELDS = {
-    "kind": Field("range", partial(choice, allowed=STAIRCASE_KINDS),
-                  help="how the radii K are chosen: range (k_min..k_max by step) | geometric | list (values)"),
-    "k_min": Field(1, partial(integer, lo=1), help="smallest radius (range, geometric)"),
-    "k_max": Field(28, partial(integer, lo=1), help="largest radius (capped at N)"),
-    "step": Field(1, partial(integer, lo=1), help="radius step of kind=range"),
-    "ratio": Field(2.0, partial(real, lo=1, lo_open=True), help="growth factor of kind=geometric after dense_until"),
-    "values": Field((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii"),
-                    help="the radii of kind=list"),
-    "include_n": Field(False, boolean, help="add k = N (covers every radius without a global sensitivity)"),
-    "dense_until": Field(1, partial(integer, lo=1, none=True, null_means="1"),
-                         help="kind=geometric: every radius up to this one"),
-}
-
-
 def staircase_settings(cfg: Any, *, prefix: str = "staircase") -> StaircaseSettings:
     """``staircase`` (or ``pate.staircase``): the radii K, checked (kind=list needs values)."""
-    s = strict(cfg, STAIRCASE_FIELDS, prefix=prefix)
-    if s["kind"] == "list" and not s["values"]:
+    read = strict(cfg, settings_of(StaircaseSettings), prefix=prefix)
+    if read["kind"] == "list" and not read["values"]:
         raise ConfigError(f"{prefix}.values", f"kind=list needs a list of radii; allowed: a non-empty list of radii "
                                               f">= 1, e.g. {prefix}.values=[1,2,4,8]")
-    if s["kind"] != "list" and s["k_max"] < s["k_min"]:
-        raise ConfigError(f"{prefix}.k_max", f"got {s['k_max']}, below {prefix}.k_min={s['k_min']}; allowed: an "
-                                             f"integer >= {prefix}.k_min ({s['k_min']})")
-    return StaircaseSettings(kind=s["kind"], k_min=s["k_min"], k_max=s["k_max"], step=s["step"], ratio=s["ratio"],
-                             values=tuple(s["values"] or ()), include_n=s["include_n"],
-                             dense_until=s["dense_until"] or 1, key=prefix)
+    if read["kind"] != "list" and read["k_max"] < read["k_min"]:
+        raise ConfigError(f"{prefix}.k_max", f"got {read['k_max']}, below {prefix}.k_min={read['k_min']}; allowed: an "
+                                             f"integer >= {prefix}.k_min ({read['k_min']})")
+    return StaircaseSettings(**{**read, "values": tuple(read["values"] or ()), "dense_until": read["dense_until"] or 1},
+                             key=prefix)
 
 
 # ------------------------------------------------------------------------------------ certificate
@@ -259,7 +250,7 @@ def refuse_explicit_options(cert: CertificateSettings, keys: Any, *, key: str = 
 
 # The tables of the sections declared in dataclass fields, under the names they had as tables:
 # read from the dataclass on every access, so they cannot drift from it (no second copy).
-_TABLES = {"TRAIN_FIELDS": TrainSettings}
+_TABLES = {"TRAIN_FIELDS": TrainSettings, "STAIRCASE_FIELDS": StaircaseSettings}
 
 
 def __getattr__(name: str) -> dict[str, Field]:
