@@ -454,7 +454,9 @@ def check_settings(value: Any, prefix: str) -> None:
     field), for values built directly rather than read from a config: the same one-line refusal
     ``<prefix>.<name>: ...; allowed: ...`` as a config's."""
     for name, decl in settings_of(type(value)).items():
-        decl.parse(getattr(value, name), f"{prefix}.{name}")
+        v = getattr(value, name)
+        if not dataclasses.is_dataclass(v):      # a nested settings value checked itself when built
+            decl.parse(v, f"{prefix}.{name}")
 
 
 # Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
