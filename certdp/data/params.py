@@ -449,11 +449,11 @@ def settings_of(cls: type) -> dict[str, Field]:
     return {f.name: f.metadata[SETTING] for f in dataclasses.fields(cls) if SETTING in f.metadata}
 
 
-def check_settings(value: Any, prefix: str) -> None:
+def check_settings(value: Any, prefix: str, table: Mapping[str, Field] | None = None) -> None:
     """Check every setting of a dataclass value against its own declaration (the parser of each
-    field), for values built directly rather than read from a config: the same one-line refusal
-    ``<prefix>.<name>: ...; allowed: ...`` as a config's."""
-    for name, decl in settings_of(type(value)).items():
+    field; ``table``: a variant derived from it), for values built directly rather than read from
+    a config: the same one-line refusal ``<prefix>.<name>: ...; allowed: ...`` as a config's."""
+    for name, decl in (settings_of(type(value)) if table is None else table).items():
         v = getattr(value, name)
         if not dataclasses.is_dataclass(v):      # a nested settings value checked itself when built
             decl.parse(v, f"{prefix}.{name}")
