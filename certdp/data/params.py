@@ -420,6 +420,7 @@ def parse_settings(cfg: Mapping[str, Any] | None, fields: Mapping[str, Field], *
 
 # ------------------------------------------------------------------ settings declared in dataclass fields
 SETTING = "certdp.setting"      # the metadata key of a dataclass field that is a setting
+NOT_A_SETTING = "certdp.not_a_setting"   # metadata of a field of a settings dataclass that is not one (why)
 
 
 def setting(default: Any, parse: Callable[[Any, str], Any], help: str) -> Any:

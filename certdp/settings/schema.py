@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from certdp.data.params import Field, describe, settings_of
+from certdp.data.params import NOT_A_SETTING, SETTING, Field, describe, settings_of
 from certdp.errors import ConfigError
 
 FEASIBILITY = "feasibility"
@@ -253,9 +253,55 @@ def undeclared_yaml_keys(config_dir: Path, jobs: list[tuple[str, list[str]]]) ->
     return out
 
 
+# ------------------------------------------------------------------ one declaration per setting
+SETTINGS_MODULES = ("certdp.training", "certdp.settings.base", "certdp.settings.training", "certdp.settings.privacy",
+                    "certdp.settings.commands", "certdp.settings.experiment", "certdp.settings.hybrid")
+
+
+def settings_classes() -> list[type]:
+    """The dataclasses that declare settings in their fields (:func:`certdp.data.params.setting`)."""
+    import dataclasses
+    import importlib
+    out = []
+    for name in SETTINGS_MODULES:
+        for obj in vars(importlib.import_module(name)).values():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj not in out and \
+                    any(SETTING in f.metadata for f in dataclasses.fields(obj)):
+                out.append(obj)
+    return out
+
+
+def second_declarations(classes: list[type] | None = None) -> list[str]:
+    """Where a setting is declared a second time: a key that two tables the parsers read declare
+    for one command (and one dataset or engine option), or a field of a settings dataclass whose
+    default is not its declaration (a plain default beside the declared ones, or one that is not
+    the parsed declared default)."""
+    import dataclasses
+    out, seen = [], set()
+    for d in declarations():
+        for c in d.commands:
+            if (c, d.key, d.where) in seen:
+                out.append(f"{c}: {d.key}{f' ({d.where})' if d.where else ''}: declared twice")
+            seen.add((c, d.key, d.where))
+    for cls in settings_classes() if classes is None else classes:
+        for f in dataclasses.fields(cls):
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            decl = f.metadata.get(SETTING)
+            if decl is None and has_default and NOT_A_SETTING not in f.metadata:
+                out.append(f"{cls.__name__}.{f.name}: a default that is not declared as a setting")
+            elif decl is not None and f.default is not dataclasses.MISSING:
+                try:
+                    declared = decl.parse(decl.default, f.name)
+                except ConfigError:
+                    declared = dataclasses.MISSING
+                if declared != f.default:
+                    out.append(f"{cls.__name__}.{f.name}: default {f.default!r}, declared {declared!r}")
+    return out
+
+
 def group_options(config_dir: Path, group: str) -> list[str]:
     return sorted(p.stem for p in (Path(config_dir) / group).glob("*.yaml"))
 
 
 __all__ = ["Declaration", "declarations", "declared_for", "tables", "yaml_disagreements", "undeclared_yaml_keys",
-           "engine_default"]
+           "engine_default", "settings_classes", "second_declarations"]

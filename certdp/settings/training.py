@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import (Field, boolean, check_settings, choice, integer, integers, parse_settings, real,
+from certdp.data.params import (NOT_A_SETTING, Field, boolean, check_settings, choice, integer, integers, parse_settings, real,
                                 section, setting, settings_of, text)
 from certdp.errors import ConfigError
 from certdp.training import MAX_STEPS, TrainSettings
@@ -87,7 +87,8 @@ class StaircaseSettings:
     include_n: bool = setting(False, boolean, help="add k = N (covers every radius without a global sensitivity)")
     dense_until: int = setting(1, partial(integer, lo=1, none=True, null_means="1"),
                                help="kind=geometric: every radius up to this one")
-    key: str = field(default="staircase", compare=False)     # the section read (staircase, pate.staircase)
+    key: str = field(default="staircase", compare=False,
+                     metadata={NOT_A_SETTING: "the section read (staircase, pate.staircase)"})
 
     def __post_init__(self):
         check_settings(self, self.key)
