@@ -15,7 +15,8 @@ in the house plan (ARCHITECTURE.md) and as the imports are:
 5. ``settings`` (the one settings entrance)
 6. ``certify``, ``baselines`` (the certification layer and the private-learning baselines)
 7. ``methods`` (one runner per command; leaves)
-8. interface: ``signals``, ``runs``, ``resuming``, ``figure_times``, ``cli``, ``listing``, ``figures``, ``plots``
+8. interface: ``signals``, ``runs``, ``resuming``, ``figure_times``, ``cli``, ``listing``, ``figures``, ``plots``,
+   ``reproduction``
 
 Inside the base layer, the leaves stay leaves (:data:`BASE_LEAVES`): ``errors``, ``seeding``,
 ``results`` and ``registry`` import nothing of certdp, and ``data`` imports only ``errors``,
@@ -42,7 +43,7 @@ LAYERS = [
     ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate")),
     ("methods", ("certdp.methods",)),
     ("interface", ("certdp.signals", "certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.listing",
-                   "certdp.figures", "certdp.plots")),
+                   "certdp.figures", "certdp.plots", "certdp.reproduction")),
 ]
 # base-layer packages -> the certdp packages (outside themselves) they may import
 BASE_LEAVES = {"certdp.errors": (), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),
