@@ -185,29 +185,6 @@ def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
 
 
 # ------------------------------------------------------------------------------------ baselines
-@dataclass(frozen=True)
-class OptimisedGrid:
-    """The hyperparameters optimised DP-SGD chooses among (on the public selection set)."""
-    lr: tuple[float, ...]
-    clip: tuple[float, ...]
-    epochs: tuple[float, ...]
-    batch_size: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BaselineSettings:
-    """The private-learning baselines of ``certdp ags`` / ``certdp dpsgd``: which arms
-    (``dpsgd.arms``, dpsgd only), optimised DP-SGD's accountants and grid
-    (``dpsgd.optimised``) and the PATE classification baseline (``pate``: teachers, labelled
-    queries, student steps)."""
-    arms: tuple[str, ...]
-    accountants: tuple[str, ...]
-    grid: OptimisedGrid
-    teachers: tuple[int, ...]
-    queries: tuple[int, ...]
-    student_steps: int
-
-
 def _grid_values(value: Any, key: str) -> tuple:
     """A list of reals > 0, each kept as written: an integer stays an integer (5, not 5.0),
     because a grid point's values seed its DP-SGD generator through their ``repr``
@@ -218,43 +195,64 @@ def _grid_values(value: Any, key: str) -> tuple:
 
 
 _grid_values.describe = lambda: "list of reals > 0 (each kept as written: 5 stays an integer)"
-GRID_FIELDS = {
-    "lr": Field([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among"),
-    "clip": Field([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among"),
-    "epochs": Field([5, 20], _grid_values, help="epochs optimised DP-SGD chooses among"),
-    "batch_size": Field([64, 256], partial(integers, lo=1), help="batch sizes optimised DP-SGD chooses among"),
-}
-OPTIMISED_FIELDS = {
-    "accountants": Field(["pld", "rdp"], partial(choices, allowed=DPSGD_ACCOUNTANTS),
-                         help="DP-SGD accountants calibrating the noise"),
-    "grid": Field(None, subsection(GRID_FIELDS),
-                  help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)"),
-}
-PATE_BASELINE_FIELDS = {
-    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1), help="numbers of PATE teachers"),
-    "queries": Field([50, 200, 1000], partial(integers, lo=1), help="numbers of labelled student queries"),
-    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS), help="training steps of the PATE student"),
-}
+@dataclass(frozen=True)
+class OptimisedGrid:
+    """The hyperparameters optimised DP-SGD chooses among (on the public selection set):
+    ``dpsgd.optimised.grid``.  Each field declares its setting."""
+    lr: tuple[float, ...] = setting([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among")
+    clip: tuple[float, ...] = setting([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among")
+    epochs: tuple[float, ...] = setting([5, 20], _grid_values, help="epochs optimised DP-SGD chooses among")
+    batch_size: tuple[int, ...] = setting([64, 256], partial(integers, lo=1),
+                                          help="batch sizes optimised DP-SGD chooses among")
+
+    def __post_init__(self):
+        check_settings(self, "dpsgd.optimised.grid")
+
+
+def _optimised_grid(value: Any, key: str) -> OptimisedGrid:
+    return OptimisedGrid(**parse_settings(section(value, key), settings_of(OptimisedGrid), prefix=key))
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """The private-learning baselines of ``certdp ags`` / ``certdp dpsgd``: which arms
+    (``dpsgd.arms``, dpsgd only), optimised DP-SGD's accountants and grid
+    (``dpsgd.optimised``) and the PATE classification baseline (``pate``: teachers, labelled
+    queries, student steps).  Each field declares its setting (the sections they sit in:
+    :data:`BASELINE_SECTIONS`)."""
+    arms: tuple[str, ...] = setting(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS),
+                                    help="the DP-SGD arms run")
+    accountants: tuple[str, ...] = setting(["pld", "rdp"], partial(choices, allowed=DPSGD_ACCOUNTANTS),
+                                           help="DP-SGD accountants calibrating the noise")
+    grid: OptimisedGrid = setting(None, Subsection(settings_of(OptimisedGrid), _optimised_grid),
+                                  help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)")
+    teachers: tuple[int, ...] = setting([5, 10, 25, 50], partial(integers, lo=1), help="numbers of PATE teachers")
+    queries: tuple[int, ...] = setting([50, 200, 1000], partial(integers, lo=1),
+                                       help="numbers of labelled student queries")
+    student_steps: int = setting(300, partial(integer, lo=1, hi=MAX_STEPS), help="training steps of the PATE student")
+
+
+BASELINE_SECTIONS = {"dpsgd": ("arms",), "dpsgd.optimised": ("accountants", "grid"),
+                     "pate": ("teachers", "queries", "student_steps")}
+
+
+def _baseline_table(prefix: str) -> dict[str, Field]:
+    declared = settings_of(BaselineSettings)
+    return {k: declared[k] for k in BASELINE_SECTIONS[prefix]}
 
 
 def dpsgd_fields(*, with_arms: bool) -> dict[str, Field]:
     """The ``dpsgd`` table (``arms`` only where ``with_arms``: certdp dpsgd)."""
-    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS),
+    fields = {"optimised": Field(None, subsection(_baseline_table("dpsgd.optimised")),
                                  help="optimised DP-SGD: accountants and hyperparameter grid")}
-    if with_arms:
-        fields = {"arms": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS),
-                                help="the DP-SGD arms run"), **fields}
-    return fields
+    return {**_baseline_table("dpsgd"), **fields} if with_arms else fields
 
 
 def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSettings:
     """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
     d = strict(dpsgd, dpsgd_fields(with_arms=with_arms), prefix="dpsgd")
-    p = strict(pate, PATE_BASELINE_FIELDS, prefix="pate")
-    g = d["optimised"]["grid"]
-    return BaselineSettings(arms=d.get("arms", ()), accountants=d["optimised"]["accountants"],
-                            grid=OptimisedGrid(g["lr"], g["clip"], g["epochs"], g["batch_size"]),
-                            teachers=p["teachers"], queries=p["queries"], student_steps=p["student_steps"])
+    p = strict(pate, _baseline_table("pate"), prefix="pate")
+    return BaselineSettings(arms=d.get("arms", ()), **d["optimised"], **p)
 
 
 def check_fixed_selection(b: BaselineSettings, arms) -> None:
@@ -364,12 +362,17 @@ def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> Feasibility
 
 # The tables of the sections declared in dataclass fields, under the names they had as tables:
 # read from the dataclass on every access, so they cannot drift from it (no second copy).
-_TABLES = {"AUDIT_FIELDS": AuditSettings, "DPAUDIT_FIELDS": DPAuditSettings, "SHARD_FIELDS": ShardSettings}
+_TABLES = {"AUDIT_FIELDS": AuditSettings, "DPAUDIT_FIELDS": DPAuditSettings, "SHARD_FIELDS": ShardSettings,
+           "GRID_FIELDS": OptimisedGrid}
 
 
 def __getattr__(name: str) -> dict[str, Field]:
     if name in _TABLES:
         return settings_of(_TABLES[name])
+    if name == "PATE_BASELINE_FIELDS":
+        return _baseline_table("pate")
+    if name == "OPTIMISED_FIELDS":
+        return _baseline_table("dpsgd.optimised")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

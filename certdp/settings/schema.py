@@ -109,7 +109,7 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
             ("audit", settings_of(C.AuditSettings), _commands_reading("audit"), ""),
             ("dpaudit", settings_of(C.DPAuditSettings), _commands_reading("dpaudit"), ""),
             ("pate", settings_of(C.ShardSettings), ("pate",), ""),
-            ("pate", C.PATE_BASELINE_FIELDS, PARAMETER_COMMANDS, ""),
+            ("pate", C._baseline_table("pate"), PARAMETER_COMMANDS, ""),
             ("ags", C.ags_fields(), _commands_reading("ags"), ""),
             ("dpsgd", {"arms": C.dpsgd_fields(with_arms=True)["arms"]}, ("dpsgd",), ""),
             ("dpsgd", C.dpsgd_fields(with_arms=False), PARAMETER_COMMANDS, ""),
@@ -193,17 +193,18 @@ def _compose(config_dir: Path, jobs: list[tuple[str, list[str]]]) -> Iterator[tu
         GlobalHydra.instance().clear()
 
 
-def _leaves(cfg: Mapping[str, Any], raw: Mapping[str, Any], decl: Mapping[str, Field], prefix: str = ""):
+def _leaves(cfg: Mapping[str, Any], raw: Mapping[str, Any], decl: Mapping[str, Field], prefix: str = "",
+            into_built: bool = False):
     """(dotted key, value, unresolved value, field or None) of every key of a composed config,
-    descending into sections that are not values of their own."""
+    descending into sections that are not values of their own (``into_built``: into those too)."""
     for k, v in cfg.items():
         key = f"{prefix}.{k}" if prefix else k
         r = raw.get(k) if isinstance(raw, Mapping) else None
         f = decl.get(key)
         yield key, v, r, f
         nested = f is None or getattr(f.parse, "fields", None) is not None
-        if isinstance(v, Mapping) and nested and not (f is not None and getattr(f.parse, "build", None)):
-            yield from _leaves(v, r if isinstance(r, Mapping) else {}, decl, key)
+        if isinstance(v, Mapping) and nested and (into_built or not (f is not None and getattr(f.parse, "build", None))):
+            yield from _leaves(v, r if isinstance(r, Mapping) else {}, decl, key, into_built)
 
 
 # keys whose value names what the config chose (the command, the dataset group option and its model)
@@ -245,7 +246,7 @@ def undeclared_yaml_keys(config_dir: Path, jobs: list[tuple[str, list[str]]]) ->
     for command, overrides, cfg, raw in _compose(Path(config_dir), jobs):
         decl = {d.key: d.field for d in declarations() if command in d.commands and
                 (not d.where.startswith("dataset=") or d.where == f"dataset={(cfg.get('dataset') or {}).get('name')}")}
-        for key, v, r, f in _leaves(cfg, raw, decl):
+        for key, v, r, f in _leaves(cfg, raw, decl, into_built=True):
             if f is None and not isinstance(v, Mapping):
                 out.append(f"{command} {' '.join(overrides)}: {key}")
             elif f is None and isinstance(v, Mapping) and not any(k.startswith(key + ".") for k in decl):
