@@ -460,5 +460,22 @@ def check_settings(value: Any, prefix: str, table: Mapping[str, Field] | None = 
             decl.parse(v, f"{prefix}.{name}")
 
 
+class Names(Sequence):
+    """The names of a registry as they are when a value is parsed, not when the setting was
+    declared: a release or accountant registered later (an extension) is allowed too."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]):
+        self._names = names
+
+    def __getitem__(self, i):
+        return tuple(self._names())[i]
+
+    def __len__(self) -> int:
+        return len(tuple(self._names()))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names()))
+
+
 # Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
 SEED = partial(integer, lo=0, hi=2 ** 53)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import (Field, boolean, choice, choices, integer, integers, parse_settings, real, reals,
+from certdp.data.params import (Field, Names, boolean, choice, choices, integer, integers, parse_settings, real, reals,
                                 check_settings, section, setting, settings_of)
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import accountant_names
@@ -144,7 +144,7 @@ class AGSSettings:
     sampling_steps: tuple[int, ...] = setting(None, partial(integers, lo=1, hi=MAX_STEPS, none=True,
                                                             null_means="releases_n"),
                                               help="explicit release steps S (1-based, increasing, ending at train.steps)")
-    composition: str = setting("optimal", partial(choice, allowed=accountant_names("compose")),
+    composition: str = setting("optimal", partial(choice, allowed=Names(partial(accountant_names, "compose"))),
                                help="the accountant that splits the total budget over the releases")
     share_ratio: float | None = setting(None, partial(real, lo=1, lo_open=True, none=True,
                                                       null_means="every radius its own box"),
@@ -153,7 +153,7 @@ class AGSSettings:
                                                       null_means="no ablation"),
                                           help="sampling ablation: numbers of releases swept")
     ablation_compositions: tuple[str, ...] = setting(["basic", "optimal"],
-                                                     partial(choices, allowed=accountant_names("compose")),
+                                                     partial(choices, allowed=Names(partial(accountant_names, "compose"))),
                                                      help="sampling ablation: accountants swept")
     ablation_draws: int = setting(3, partial(integer, lo=1, hi=MAX_REPEATS), help="sampling ablation: draws per point")
     baselines: tuple[str, ...] = setting(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0),

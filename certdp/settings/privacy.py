@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, check_settings, choice, choices, integer, real, reals, setting, settings_of
+from certdp.data.params import Field, Names, boolean, check_settings, choice, choices, integer, real, reals, setting, settings_of
 from certdp.errors import ConfigError
 from certdp.privacy import mechanisms
 from certdp.privacy.smoothness import POLICIES
@@ -59,7 +59,7 @@ class PrivacySettings:
     delta: float = setting(1e-5, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
                            help="delta of approximate-DP releases")
     releases: tuple[str, ...] = setting(list(DEFAULT_RELEASES["prediction"]),
-                                        partial(choices, allowed=mechanisms.names("prediction")),
+                                        partial(choices, allowed=Names(partial(mechanisms.names, "prediction"))),
                                         help="the release mechanisms (certdp list: releases)")
     beta: float | None = setting("auto", _beta,
                                  help="smoothness beta: auto (each mechanism's rule) or a number checked against its limit")
@@ -100,7 +100,7 @@ def privacy_fields(query: str, *, n_draws: int | None = None) -> dict[str, Field
     if query == "parameter":
         del fields["global_sensitivity"]
         fields["releases"] = dataclasses.replace(fields["releases"], default=list(DEFAULT_RELEASES[query]),
-                                                 parse=partial(choices, allowed=mechanisms.names(query)))
+                                                 parse=partial(choices, allowed=Names(partial(mechanisms.names, query))))
         fields["n_draws"] = dataclasses.replace(fields["n_draws"], default=PARAMETER_DRAWS)
     if n_draws is not None:
         fields["n_draws"] = dataclasses.replace(fields["n_draws"], default=n_draws)
