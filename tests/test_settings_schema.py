@@ -168,7 +168,8 @@ def _second(classes=None) -> list[str]:
 def test_no_setting_is_declared_twice():
     classes = {c.__name__ for c in schema.settings_classes()}
     assert {"TrainSettings", "StaircaseSettings", "PrivacySettings", "AuditSettings", "DPAuditSettings",
-            "ShardSettings", "AGSSettings"} <= classes, classes
+            "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid", "RunOptions", "ModelSettings"} <= classes, \
+        classes
     assert set(schema.second_declarations()) == HYBRID_DATASET_REDECLARED
 
 

@@ -423,15 +423,18 @@ SETTING = "certdp.setting"      # the metadata key of a dataclass field that is 
 NOT_A_SETTING = "certdp.not_a_setting"   # metadata of a field of a settings dataclass that is not one (why)
 
 
-def setting(default: Any, parse: Callable[[Any, str], Any], help: str) -> Any:
+def setting(default: Any, parse: Callable[[Any, str], Any], help: str, *, resolve_on_use: bool = False) -> Any:
     """A field of a settings dataclass that is a setting, declared once: ``default`` is the
     value a config takes when the key is absent (as a config writes it: ``[1, 2]``, ``auto``),
     ``parse`` its parser, ``help`` one line.  The :class:`Field` is kept in the field's metadata
     (:func:`settings_of`); the dataclass's own default is the parsed ``default``, so that a value
     built directly (tests, benchmarks) and a config without the key agree.  A ``default`` its
     parser refuses (None where a value is required) leaves the field without a default: the
-    configs must supply it."""
+    configs must supply it.  ``resolve_on_use``: the default is parsed when a value is built (a
+    parser that asks the machine, such as the device's), not when the class is defined."""
     decl = Field(default, parse, help)
+    if resolve_on_use:
+        return dataclasses.field(default_factory=lambda: parse(default, "default"), metadata={SETTING: decl})
     try:
         value = parse(default, "default")
     except ConfigError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,36 +22,41 @@ LOSSES = ("mse", "hinge", "ce")
 @dataclass(frozen=True)
 class ModelSettings:
     """``model``: ``arch`` linear | mlp | logistic, ReLU ``hidden`` widths (mlp), ``loss`` (None:
-    the task's own, mse for regression)."""
-    arch: str
-    hidden: tuple[int, ...]
-    loss: str | None
+    the task's own, mse for regression).  Each field declares its setting as the ``model``
+    section reads it (``arch=auto``: the dataset's ``dataset.model``, whose table
+    :func:`model_fields` derives); a value holds the resolved model, never ``auto``."""
+    arch: str = setting("auto", partial(choice, allowed=("auto",) + ARCHS),
+                        help="the model: linear | mlp | logistic (auto: the dataset's dataset.model)")
+    hidden: tuple[int, ...] = setting(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True),
+                                      help="ReLU hidden widths of an mlp")
+    loss: str | None = setting(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"),
+                               help="the training loss (null: the task's own, mse for regression)")
 
 
 def model_fields(prefix_auto: bool) -> dict[str, Field]:
-    arch = ("auto",) + ARCHS if prefix_auto else ARCHS
-    return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto),
-                          help="the model: linear | mlp | logistic (auto: the dataset's dataset.model)"),
-            "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True),
-                            help="ReLU hidden widths of an mlp"),
-            "loss": Field(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"),
-                          help="the training loss (null: the task's own, mse for regression)")}
+    """The ``model`` table (``prefix_auto``) or the datasets' ``dataset.model`` table, whose
+    ``arch`` names a model (no auto) and may be null (linear)."""
+    fields = settings_of(ModelSettings)
+    if not prefix_auto:
+        fields["arch"] = dataclasses.replace(fields["arch"], default=None,
+                                             parse=partial(choice, allowed=ARCHS, none=True))
+    return fields
 
 
 def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
     """``model`` over the dataset's default model (``dataset.model``): with ``model.arch=auto``
     the dataset's arch, hidden widths and loss apply unless ``model.*`` sets them."""
-    m = strict(model, model_fields(True), prefix="model")
-    if m["arch"] == "auto":
-        d = parse_settings(section(dataset_model, "dataset.model"), model_fields(False), prefix="dataset.model")
-        m = {"arch": d["arch"] or "linear",
-             "hidden": m["hidden"] if m["hidden"] is not None else d["hidden"],
-             "loss": m["loss"] if m["loss"] is not None else d["loss"]}
-    hidden = tuple(m["hidden"] or ())
-    if m["arch"] == "mlp" and not hidden:
+    read = strict(model, model_fields(True), prefix="model")
+    if read["arch"] == "auto":
+        own = parse_settings(section(dataset_model, "dataset.model"), model_fields(False), prefix="dataset.model")
+        read = {"arch": own["arch"] or "linear",
+                "hidden": read["hidden"] if read["hidden"] is not None else own["hidden"],
+                "loss": read["loss"] if read["loss"] is not None else own["loss"]}
+    hidden = tuple(read["hidden"] or ())
+    if read["arch"] == "mlp" and not hidden:
         raise ConfigError("model.hidden", "an mlp needs hidden widths; allowed: a non-empty list of widths >= 1, "
                                           "e.g. model.hidden=[64]")
-    return ModelSettings(m["arch"], hidden, m["loss"])
+    return ModelSettings(read["arch"], hidden, read["loss"])
 
 
 # ------------------------------------------------------------------------------------ train
