@@ -155,14 +155,8 @@ def test_a_changed_declaration_makes_the_reference_stale(monkeypatch):
 
 
 # ------------------------------------------------------------------ one declaration per setting
-# certdp hybrid reads sst2's dataset keys through a table of its own (settings/hybrid.py), with its
-# own defaults and narrower ranges: a second declaration, left to the hybrid's owner (issue 32)
-HYBRID_DATASET_REDECLARED = {f"hybrid: dataset.{k} (dataset=sst2): declared twice"
-                             for k in ("encoder", "max_seq_length", "n_private", "n_public", "n_test")}
-
-
 def _second(classes=None) -> list[str]:
-    return [x for x in schema.second_declarations(classes) if x not in HYBRID_DATASET_REDECLARED]
+    return schema.second_declarations(classes)
 
 
 def test_no_setting_is_declared_twice():
@@ -170,7 +164,7 @@ def test_no_setting_is_declared_twice():
     assert {"TrainSettings", "StaircaseSettings", "PrivacySettings", "AuditSettings", "DPAuditSettings",
             "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid", "RunOptions", "ModelSettings"} <= classes, \
         classes
-    assert set(schema.second_declarations()) == HYBRID_DATASET_REDECLARED
+    assert schema.second_declarations() == []
 
 
 def test_a_planted_second_declaration_is_caught(monkeypatch):

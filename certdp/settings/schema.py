@@ -87,11 +87,16 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
     experiment = tuple(SECTIONS)
     out: list = [("", run_fields(), experiment + (FEASIBILITY, HYBRID), ""),
                  ("", {"queries": QUERIES}, ("agtr",), "")]
-    # certdp hybrid reads its own table over sst2's (its defaults first, so listed first)
-    out.append(("dataset", {"n_test_eval": H.N_TEST_EVAL, **H.HYBRID_DATASET_FIELDS}, (HYBRID,), "dataset=sst2"))
+    # certdp hybrid reads sst2's table with its own defaults and ranges for some keys (derived from it)
+    hybrid_own = {"n_test_eval": H.N_TEST_EVAL, **H.hybrid_dataset_fields()}
+    out.append(("dataset", hybrid_own, (HYBRID,), "dataset=sst2"))
     for name, e in entries().items():
-        cmds = experiment + ((HYBRID,) if name == "sst2" else ())
-        out.append(("dataset", e.fields, cmds, f"dataset={name}"))
+        if name != "sst2":
+            out.append(("dataset", e.fields, experiment, f"dataset={name}"))
+            continue
+        out.append(("dataset", {k: f for k, f in e.fields.items() if k not in hybrid_own}, experiment + (HYBRID,),
+                    f"dataset={name}"))
+        out.append(("dataset", {k: f for k, f in e.fields.items() if k in hybrid_own}, experiment, f"dataset={name}"))
     out += [("dataset", C.FEASIBILITY_DATASET_FIELDS, (FEASIBILITY,), ""),
             ("dataset.model", T.model_fields(False), experiment, ""),
             ("model", T.model_fields(True), experiment, ""),
