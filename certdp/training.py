@@ -17,34 +17,48 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import torch
 
 from certdp import DTYPE, checkpoint
+from certdp.data.params import SEED, check_settings, integer, real, setting
 from certdp.errors import ConfigError
 from certdp.models import ModelSpec
 
 
+MAX_STEPS = 10 ** 7          # a fixed batch plan of more steps would not fit in memory
+
+
+def _batch_size(value: Any, key: str) -> int | None:
+    if value == "full":
+        return None
+    return integer(value, key, lo=1, none=True, null_means="full batch")
+
+
 @dataclass(frozen=True)
 class TrainSettings:
-    steps: int
-    lr: float
-    clip: float                       # gamma: element-wise clipping threshold
-    batch_size: int | None = None     # None or >= N: full batch
-    contraction: float = 1.0          # lambda in (0, 1]
-    seed: int = 0
+    """``train``: the nominal algorithm.  Each field is the one declaration of its setting
+    (default, range, help; :func:`certdp.data.params.setting`): the ``train`` section is read
+    against it, the settings reference and the YAML check read it, and a value built directly is
+    checked against it (``__post_init__``)."""
+    steps: int = setting(20, partial(integer, lo=1, hi=MAX_STEPS),
+                         help="training steps T of the nominal algorithm (clipped gradient descent)")
+    lr: float = setting(0.3, partial(real, lo=0, lo_open=True), help="learning rate eta")
+    clip: float = setting(1.0, partial(real, lo=0, lo_open=True),
+                          help="gradient clipping bound gamma (element-wise, per sample)")
+    batch_size: int | None = setting(None, _batch_size, help="records per batch (null or full: full batch)")
+    contraction: float = setting(1.0, partial(real, lo=0, lo_open=True, hi=1),
+                                 help="lambda: the parameters are scaled by lambda each step (1: plain clipped GD)")
+    # null: the run seed (certdp.settings.training.train_settings); outside a run, seed 0
+    seed: int | None = setting(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed"),
+                               help="seed of the initialisation and the batch plan (null: the run seed)")
 
     def __post_init__(self):
-        if self.steps < 1:
-            raise ConfigError("train.steps", f"got {self.steps}; allowed: an integer >= 1")
-        if not self.lr > 0:
-            raise ConfigError("train.lr", f"got {self.lr}; allowed: a number > 0")
-        if not self.clip > 0:
-            raise ConfigError("train.clip", f"got {self.clip}; allowed: a number > 0")
-        if not 0 < self.contraction <= 1:
-            raise ConfigError("train.contraction", f"got {self.contraction}; allowed: a number in (0, 1]")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ConfigError("train.batch_size", f"got {self.batch_size}; allowed: an integer >= 1, or null (full batch)")
+        check_settings(self, "train")
+        if self.seed is None:           # built outside a run: the run seed's own default
+            object.__setattr__(self, "seed", 0)
 
 
 def batch_plan(n: int, settings: TrainSettings) -> torch.Tensor:

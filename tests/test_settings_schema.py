@@ -11,17 +11,27 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
 import certdp.cli  # noqa: F401  (registers the ${certdp.*:} resolvers the configs use)
 from certdp.cli import COMMANDS
+from certdp.data.params import SETTING
 from certdp.settings import config_dir
 from certdp.settings import schema
 from certdp.settings.schema import declarations, undeclared_yaml_keys, yaml_disagreements
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = ("agtr", "certify", "audit", "pate", "ags", "dpsgd", "dpaudit")
+
+
+def plant(monkeypatch, cls, name: str, **changes) -> None:
+    """Change the declaration of setting ``name`` in the metadata of dataclass ``cls``'s field
+    (undone by ``monkeypatch``)."""
+    f = cls.__dataclass_fields__[name]
+    decl = dataclasses.replace(f.metadata[SETTING], **changes)
+    monkeypatch.setattr(f, "metadata", MappingProxyType({**f.metadata, SETTING: decl}))
 
 
 def _copy_configs(tmp_path: Path) -> Path:
@@ -52,9 +62,8 @@ def test_a_planted_yaml_disagreement_is_caught(tmp_path):
 
 
 def test_a_planted_declared_default_is_caught(monkeypatch):
-    from certdp.settings import training
-    monkeypatch.setitem(training.STAIRCASE_FIELDS, "ratio",
-                        dataclasses.replace(training.STAIRCASE_FIELDS["ratio"], default=3.0))
+    from certdp.settings.training import StaircaseSettings
+    plant(monkeypatch, StaircaseSettings, "ratio", default=3.0)
     assert yaml_disagreements(config_dir(), ("certify",)) == ["certify: staircase.ratio: YAML 2.0, declared 3.0"]
 
 
@@ -139,8 +148,72 @@ def test_a_changed_declaration_makes_the_reference_stale(monkeypatch):
         import settings_doc
     finally:
         sys.path.pop(0)
-    from certdp.settings import training
-    monkeypatch.setitem(training.TRAIN_FIELDS, "contraction",
-                        dataclasses.replace(training.TRAIN_FIELDS["contraction"], help="planted help"))
+    from certdp.training import TrainSettings
+    plant(monkeypatch, TrainSettings, "contraction", help="planted help")
     text = settings_doc.render()
     assert "planted help" in text and text != (ROOT / "docs" / "settings.md").read_text()
+
+
+# ------------------------------------------------------------------ one declaration per setting
+def _second(classes=None) -> list[str]:
+    return schema.second_declarations(classes)
+
+
+def test_no_setting_is_declared_twice():
+    classes = {c.__name__ for c in schema.settings_classes()}
+    assert {"TrainSettings", "StaircaseSettings", "PrivacySettings", "AuditSettings", "DPAuditSettings",
+            "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid", "RunOptions", "ModelSettings"} <= classes, \
+        classes
+    assert schema.second_declarations() == []
+
+
+def test_a_planted_second_declaration_is_caught(monkeypatch):
+    """A second table declaring train.contraction (as TRAIN_FIELDS did beside TrainSettings)."""
+    from certdp.data.params import Field, real
+    tables = schema.tables
+    second = {"contraction": Field(0.5, real, help="lambda again")}
+    monkeypatch.setattr(schema, "tables", lambda: tables() + [("train", second, ("agtr",), "")])
+    assert _second() == ["agtr: train.contraction: declared twice"]
+
+
+def test_a_planted_plain_default_is_caught():
+    """A default written beside the declaration (as TrainSettings' own defaults were), in a
+    subclass that redeclares a field, or a declaration whose dataclass default was edited."""
+    from certdp.training import TrainSettings
+
+    @dataclasses.dataclass(frozen=True)
+    class Planted(TrainSettings):
+        contraction: float = 0.5
+        momentum: float = 0.0
+    assert _second([Planted]) == ["Planted.contraction: a default that is not declared as a setting",
+                                                     "Planted.momentum: a default that is not declared as a setting"]
+    edited = dataclasses.make_dataclass("Edited", [("lr", float, dataclasses.field(
+        default=0.5, metadata=TrainSettings.__dataclass_fields__["lr"].metadata))])
+    assert _second([edited]) == ["Edited.lr: default 0.5, declared 0.3"]
+    assert _second([TrainSettings]) == []
+
+
+def test_a_planted_yaml_default_of_a_train_setting_is_caught(tmp_path):
+    """train.steps/lr/clip were declared required, so their YAML defaults were not compared."""
+    cdir = _copy_configs(tmp_path)
+    f = cdir / "train" / "default.yaml"
+    f.write_text(f.read_text().replace("steps: 20", "steps: 25").replace("lr: 0.3", "lr: 0.2"))
+    assert yaml_disagreements(cdir, ("certify",)) == ["certify: train.steps: YAML 25, declared 20",
+                                                      "certify: train.lr: YAML 0.2, declared 0.3"]
+
+
+@pytest.mark.parametrize("section, cls, bad", [("train", "TrainSettings", {"steps": 0}),
+                                               ("train", "TrainSettings", {"contraction": 1.5}),
+                                               ("staircase", "StaircaseSettings", {"ratio": 1.0}),
+                                               ("audit", "AuditSettings", {"repeats": 0})])
+def test_a_value_built_directly_is_refused_as_the_config_is(section, cls, bad):
+    """The declaration checks a value built directly (``__post_init__``) with the config's
+    one-line refusal: the range is not written a second time."""
+    from certdp.errors import ConfigError
+    from certdp.settings.base import strict
+    klass = {c.__name__: c for c in schema.settings_classes()}[cls]
+    with pytest.raises(ConfigError) as direct:
+        klass(**bad)
+    with pytest.raises(ConfigError) as read:
+        strict(bad, schema.settings_of(klass), prefix=section)
+    assert str(direct.value) == str(read.value) and "allowed:" in str(read.value), (direct.value, read.value)

@@ -17,11 +17,15 @@ anything else a string.  Hence the rules:
 * ``none=True`` lets ``null`` through as None (it then means "the documented default").
 
 :class:`Field` and :func:`parse_settings` apply a table of parsers to a whole config section
-(unknown keys refused, absent keys filled with the table's defaults).
+(unknown keys refused, absent keys filled with the table's defaults).  A settings dataclass
+declares each of its settings once, as a field made by :func:`setting` (the :class:`Field` rides
+in the dataclass field's metadata); :func:`settings_of` reads the table back from the class, and
+:func:`check_settings` checks a value built directly (not read from a config) against it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -412,3 +416,69 @@ def parse_settings(cfg: Mapping[str, Any] | None, fields: Mapping[str, Field], *
         who = f" of {owner}" if owner else ""
         raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown setting{who}; allowed: {', '.join(fields)}")
     return {k: f.parse(cfg.get(k, f.default), f"{prefix}.{k}") for k, f in fields.items()}
+
+
+# ------------------------------------------------------------------ settings declared in dataclass fields
+SETTING = "certdp.setting"      # the metadata key of a dataclass field that is a setting
+NOT_A_SETTING = "certdp.not_a_setting"   # metadata of a field of a settings dataclass that is not one (why)
+
+
+def setting(default: Any, parse: Callable[[Any, str], Any], help: str, *, resolve_on_use: bool = False) -> Any:
+    """A field of a settings dataclass that is a setting, declared once: ``default`` is the
+    value a config takes when the key is absent (as a config writes it: ``[1, 2]``, ``auto``),
+    ``parse`` its parser, ``help`` one line.  The :class:`Field` is kept in the field's metadata
+    (:func:`settings_of`); the dataclass's own default is the parsed ``default``, so that a value
+    built directly (tests, benchmarks) and a config without the key agree.  A ``default`` its
+    parser refuses (None where a value is required) leaves the field without a default: the
+    configs must supply it.  ``resolve_on_use``: the default is parsed when a value is built (a
+    parser that asks the machine, such as the device's), not when the class is defined."""
+    decl = Field(default, parse, help)
+    if resolve_on_use:
+        return dataclasses.field(default_factory=lambda: parse(default, "default"), metadata={SETTING: decl})
+    try:
+        value = parse(default, "default")
+    except ConfigError:
+        return dataclasses.field(metadata={SETTING: decl})
+    try:
+        hash(value)
+    except TypeError:                       # a nested section's dict: a fresh copy for each value
+        return dataclasses.field(default_factory=lambda: parse(default, "default"), metadata={SETTING: decl})
+    return dataclasses.field(default=value, metadata={SETTING: decl})
+
+
+def settings_of(cls: type) -> dict[str, Field]:
+    """The table of settings a dataclass declares (:func:`setting`), in field order: the one
+    declaration that the parser (:func:`parse_settings`), the settings reference and the YAML
+    check read."""
+    return {f.name: f.metadata[SETTING] for f in dataclasses.fields(cls) if SETTING in f.metadata}
+
+
+def check_settings(value: Any, prefix: str, table: Mapping[str, Field] | None = None) -> None:
+    """Check every setting of a dataclass value against its own declaration (the parser of each
+    field; ``table``: a variant derived from it), for values built directly rather than read from
+    a config: the same one-line refusal ``<prefix>.<name>: ...; allowed: ...`` as a config's."""
+    for name, decl in (settings_of(type(value)) if table is None else table).items():
+        v = getattr(value, name)
+        if not dataclasses.is_dataclass(v):      # a nested settings value checked itself when built
+            decl.parse(v, f"{prefix}.{name}")
+
+
+class Names(Sequence):
+    """The names of a registry as they are when a value is parsed, not when the setting was
+    declared: a release or accountant registered later (an extension) is allowed too."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]):
+        self._names = names
+
+    def __getitem__(self, i):
+        return tuple(self._names())[i]
+
+    def __len__(self) -> int:
+        return len(tuple(self._names()))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names()))
+
+
+# Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
+SEED = partial(integer, lo=0, hi=2 ** 53)

@@ -10,12 +10,13 @@ dotted key, printed by the CLI as ``certdp: error: <key>: <problem>; allowed: <w
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from certdp.data.params import Field, boolean, choice, integer, parse_settings, real, section, text
+from certdp.data.params import (NOT_A_SETTING, SEED, Field, Names, boolean, choice, integer, parse_settings, real, section,
+                                setting, settings_of, text)
 from certdp.results import CONFIG_FORMAT, INCOMPLETE, REPLACED, RESUMABLE
 from certdp.errors import ConfigError
 
@@ -39,8 +40,6 @@ def shipped_dir(name: str, env: str) -> Path:
     raise RuntimeError(f"certdp cannot find its {name}/ folder (looked for {_PACKAGE / ('_' + name)} and "
                        f"{_PACKAGE.parent / name}): reinstall certdp or set {env}")
 
-# Seeds seed numpy's and torch's generators (both need a non-negative integer below 2^63).
-SEED = partial(integer, lo=0, hi=2 ** 53)
 
 # ``device``: where training and AGT compute.  ``auto`` is a CUDA GPU when torch sees one, else the
 # CPU; ``cuda`` is the current CUDA device, ``cuda:N`` the N-th.  Resolved here, once, so that a run
@@ -145,61 +144,6 @@ device_setting.describe = lambda: DEVICE_REQUESTS.replace(", ", " | ")
 run_name.describe = lambda: "a relative folder name (plain names joined by /)"
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """The top-level keys of every command (``configs/base.yaml``): what was run, its seed, and
-    where and how its folder is written (read by the CLI, not by the computation)."""
-    command: str
-    seed: int
-    default_certificate: str
-    progress: bool
-    out_root: str
-    run: str
-    overwrite: bool
-    selection: str = "grid"      # grid: arms that tune choose among private candidates | fixed: one candidate
-    config_format: int = 2       # the layout of config.yaml (certdp rerun refuses another)
-    device: str = "cpu"          # the resolved device (cpu | cuda:N) of the ``device`` request
-    device_request: str = "auto"  # the request itself (auto | cpu | cuda | cuda:N)
-    # checkpoints and progress (docs/resume-and-progress.md): how a run is carried out, not what it computes
-    resume: bool = False                        # continue from the checkpoint of these settings, if any
-    checkpoint_minutes: float | None = 5.0      # minutes between checkpoints (0: every step; null: only on a signal)
-    progress_seconds: float | None = 60.0       # seconds between progress records in log.txt (null: none)
-
-    def require_cpu(self, what: str) -> None:
-        """Refuse an explicit CUDA request for a command that computes on the CPU only (``auto``
-        is not a request for a GPU: it runs there on the CPU)."""
-        if self.device_request not in ("auto", "cpu"):
-            raise ConfigError("device", f"{what} computes on the CPU only; allowed: auto, cpu")
-
-
-def run_fields() -> dict[str, Field]:
-    from certdp.bounds import CERTIFICATES
-    return {
-        "command": Field(None, partial(text, none=True),
-                         help="the command that made the run (set by each command's config; recorded in config.yaml)"),
-        "seed": Field(0, SEED, help="seed of data generation, splits, initialisation, batch plan and noise"),
-        "default_certificate": Field("ibp", partial(choice, allowed=tuple(sorted(CERTIFICATES))),
-                                     help="the engine certificate=auto resolves to (presets change it)"),
-        "progress": Field(True, boolean, help="progress bars on a terminal"),
-        "out_root": Field("outputs", text,
-                          help="folder holding <command>/<dataset>/<run>/ (an absolute path is taken as given)"),
-        "run": Field("run", run_name,
-                     help="the run folder below <out_root>/<command>/<dataset>/ (default: time + suffix)"),
-        "overwrite": Field(False, boolean, help="replace a finished run that holds the same folder"),
-        "selection": Field("grid", partial(choice, allowed=SELECTION_MODES),
-                           help="grid: tuned arms choose among private candidates | fixed: one candidate each"),
-        "config_format": Field(CONFIG_FORMAT, _config_format,
-                               help="the layout of config.yaml (certdp rerun reads back only this one; leave it out)"),
-        "device": Field("auto", device_setting,
-                        help="where training and AGT compute: auto (a GPU if seen) | cpu | cuda | cuda:N"),
-        "resume": Field(False, boolean, help="continue the checkpoint of a run with the same settings (certdp resume RUN_DIR)"),
-        "checkpoint_minutes": Field(5.0, partial(real, lo=0, none=True, null_means="checkpoints only on SIGINT/SIGTERM"),
-                                    help="minutes between checkpoints of the long loops (0: every step)"),
-        "progress_seconds": Field(60.0, partial(real, lo=0, none=True, null_means="no progress records"),
-                                  help="seconds between one-line progress records in log.txt (and stderr without a tty)"),
-    }
-
-
 def _config_format(value: Any, key: str) -> int:
     """Only this certdp's layout of config.yaml (a config written by another is not read as this one)."""
     v = integer(value, key)
@@ -210,6 +154,54 @@ def _config_format(value: Any, key: str) -> int:
 
 
 _config_format.describe = lambda: f"{CONFIG_FORMAT} (this certdp's layout)"
+
+
+def _certificate_names() -> tuple[str, ...]:
+    from certdp.bounds import CERTIFICATES
+    return tuple(sorted(CERTIFICATES))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The top-level keys of every command (``configs/base.yaml``): what was run, its seed, and
+    where and how its folder is written (read by the CLI, not by the computation).  Each field
+    but ``device_request`` declares its setting; ``device`` holds the resolved device of the
+    ``device`` request (resolved when a value is built, never when certdp is imported)."""
+    command: str | None = setting(None, partial(text, none=True),
+                                  help="the command that made the run (set by each command's config; recorded in config.yaml)")
+    seed: int = setting(0, SEED, help="seed of data generation, splits, initialisation, batch plan and noise")
+    default_certificate: str = setting("ibp", partial(choice, allowed=Names(_certificate_names)),
+                                       help="the engine certificate=auto resolves to (presets change it)")
+    progress: bool = setting(True, boolean, help="progress bars on a terminal")
+    out_root: str = setting("outputs", text,
+                            help="folder holding <command>/<dataset>/<run>/ (an absolute path is taken as given)")
+    run: str = setting("run", run_name, help="the run folder below <out_root>/<command>/<dataset>/ (default: time + suffix)")
+    overwrite: bool = setting(False, boolean, help="replace a finished run that holds the same folder")
+    selection: str = setting("grid", partial(choice, allowed=SELECTION_MODES),
+                             help="grid: tuned arms choose among private candidates | fixed: one candidate each")
+    config_format: int = setting(CONFIG_FORMAT, _config_format,
+                                 help="the layout of config.yaml (certdp rerun reads back only this one; leave it out)")
+    device: str = setting("auto", device_setting, help="where training and AGT compute: auto (a GPU if seen) | cpu | cuda | cuda:N",
+                          resolve_on_use=True)
+    # checkpoints and progress (docs/resume-and-progress.md): how a run is carried out, not what it computes
+    resume: bool = setting(False, boolean, help="continue the checkpoint of a run with the same settings (certdp resume RUN_DIR)")
+    checkpoint_minutes: float | None = setting(5.0, partial(real, lo=0, none=True,
+                                                            null_means="checkpoints only on SIGINT/SIGTERM"),
+                                               help="minutes between checkpoints of the long loops (0: every step)")
+    progress_seconds: float | None = setting(60.0, partial(real, lo=0, none=True, null_means="no progress records"),
+                                             help="seconds between one-line progress records in log.txt (and stderr without a tty)")
+    device_request: str = field(default="auto", metadata={NOT_A_SETTING: "the device request as given (auto | cpu | cuda | cuda:N)"})
+
+    def require_cpu(self, what: str) -> None:
+        """Refuse an explicit CUDA request for a command that computes on the CPU only (``auto``
+        is not a request for a GPU: it runs there on the CPU)."""
+        if self.device_request not in ("auto", "cpu"):
+            raise ConfigError("device", f"{what} computes on the CPU only; allowed: auto, cpu")
+
+
+def run_fields() -> dict[str, Field]:
+    """The top-level settings: the declaration of :class:`RunOptions`."""
+    return settings_of(RunOptions)
 
 
 def top_level(cfg: Mapping[str, Any] | None, *, command: str, sections: tuple[str, ...]) -> tuple[RunOptions, dict]:

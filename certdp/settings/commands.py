@@ -5,17 +5,19 @@ experiment is built (:mod:`certdp.certify`), still before any training."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, choice, choices, integer, integers, parse_settings, real, reals, section
+from certdp.data.params import (Field, Names, boolean, choice, choices, integer, integers, parse_settings, real, reals,
+                                check_settings, section, setting, settings_of)
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import accountant_names
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
 from certdp.settings.base import RunOptions, Subsection, strict, subsection
-from certdp.settings.training import MAX_STEPS, STAIRCASE_FIELDS, StaircaseSettings, staircase_settings
+from certdp.settings.training import MAX_STEPS, StaircaseSettings, staircase_settings
 
 MAX_REPEATS = 10 ** 6
 
@@ -28,34 +30,27 @@ AUDIT_MODES = ("random", "adversarial")
 class AuditSettings:
     """``audit``: R neighbouring datasets per radius and mode, the audited radii (each <= N), the
     test points of the output checks (at most ``n_test``), and the smoothness search (R_s
-    neighbours at each size of ``smoothness_n``; 0 = off)."""
-    repeats: int
-    radii: tuple[int, ...]
-    modes: tuple[str, ...]
-    n_test: int
-    smoothness: int
-    smoothness_n: tuple[int, ...] | None
+    neighbours at each size of ``smoothness_n``; 0 = off).  Each field declares its setting."""
+    repeats: int = setting(200, partial(integer, lo=1, hi=MAX_REPEATS),
+                           help="neighbouring datasets retrained per radius and mode")
+    radii: tuple[int, ...] = setting([1, 2, 4, 8], partial(integers, lo=1), help="the audited radii (each at most N)")
+    modes: tuple[str, ...] = setting(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES),
+                                     help="how neighbours are drawn: random | adversarial substitutions")
+    n_test: int = setting(200, partial(integer, lo=1), help="test points of the output checks (at most)")
+    smoothness: int = setting(0, partial(integer, lo=0, hi=MAX_REPEATS),
+                              help="neighbours of the smoothness search per size (0: off)")
+    smoothness_n: tuple[int, ...] | None = setting(None, partial(integers, lo=2, none=True,
+                                                                 null_means="8, 30 and N when N <= 200"),
+                                                   help="dataset sizes of the smoothness search")
 
-
-AUDIT_FIELDS = {
-    "repeats": Field(200, partial(integer, lo=1, hi=MAX_REPEATS),
-                     help="neighbouring datasets retrained per radius and mode"),
-    "radii": Field([1, 2, 4, 8], partial(integers, lo=1), help="the audited radii (each at most N)"),
-    "modes": Field(list(AUDIT_MODES), partial(choices, allowed=AUDIT_MODES),
-                   help="how neighbours are drawn: random | adversarial substitutions"),
-    "n_test": Field(200, partial(integer, lo=1), help="test points of the output checks (at most)"),
-    "smoothness": Field(0, partial(integer, lo=0, hi=MAX_REPEATS),
-                        help="neighbours of the smoothness search per size (0: off)"),
-    "smoothness_n": Field(None, partial(integers, lo=2, none=True, null_means="8, 30 and N when N <= 200"),
-                          help="dataset sizes of the smoothness search"),
-}
+    def __post_init__(self):
+        check_settings(self, "audit")
 
 
 def audit_settings(cfg: Any) -> AuditSettings:
-    a = strict(cfg, AUDIT_FIELDS, prefix="audit")
-    return AuditSettings(repeats=a["repeats"], radii=tuple(sorted(set(a["radii"]))), modes=a["modes"],
-                         n_test=a["n_test"], smoothness=a["smoothness"],
-                         smoothness_n=None if a["smoothness_n"] is None else tuple(sorted(set(a["smoothness_n"]))))
+    a = strict(cfg, settings_of(AuditSettings), prefix="audit")
+    return AuditSettings(**{**a, "radii": tuple(sorted(set(a["radii"]))),
+                            "smoothness_n": None if a["smoothness_n"] is None else tuple(sorted(set(a["smoothness_n"])))})
 
 
 # ------------------------------------------------------------------------------------ dpaudit
@@ -71,80 +66,65 @@ class DPAuditSettings:
     whether to search, how many placements chosen from the batch plan, the magnitudes of the
     extreme records (standardised units), how many test queries are searched (prediction), how
     many of the best pairs are audited (Bonferroni over them) and the most datasets it may train."""
-    query: str
-    record: int
-    shift: float
-    test_point: int
-    alpha: float
-    search: bool
-    placements: int
-    magnitudes: tuple[float, ...]
-    queries: int
-    pairs: int
-    max_datasets: int
+    query: str = setting("prediction", partial(choice, allowed=DPAUDIT_QUERIES),
+                         help="the audited release: prediction (AGT-R) | parameter (AGS)")
+    record: int = setting(0, partial(integer, lo=0), help="index of the configured changed record")
+    shift: float = setting(10.0, partial(real, lo=0, lo_open=True, hi=1e6),
+                           help="size of the configured record's change (standardised units)")
+    test_point: int = setting(0, partial(integer, lo=0), help="index of the configured test query (prediction)")
+    alpha: float = setting(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
+                           help="the lower bound holds with confidence 1 - alpha")
+    search: bool = setting(True, boolean, help="search neighbouring datasets for the worst pair")
+    placements: int = setting(2, partial(integer, lo=0, hi=64),
+                              help="placements of the changed record chosen from the batch plan")
+    magnitudes: tuple[float, ...] = setting([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16),
+                                            help="magnitudes of the extreme records tried (standardised units)")
+    queries: int = setting(64, partial(integer, lo=1, hi=4096), help="test queries searched (prediction)")
+    pairs: int = setting(1, partial(integer, lo=1, hi=64), help="best pairs audited (Bonferroni over them)")
+    max_datasets: int = setting(200, partial(integer, lo=2, hi=100_000), help="most datasets the search may train")
 
-
-DPAUDIT_FIELDS = {
-    "query": Field("prediction", partial(choice, allowed=DPAUDIT_QUERIES),
-                   help="the audited release: prediction (AGT-R) | parameter (AGS)"),
-    "record": Field(0, partial(integer, lo=0), help="index of the configured changed record"),
-    "shift": Field(10.0, partial(real, lo=0, lo_open=True, hi=1e6),
-                   help="size of the configured record's change (standardised units)"),
-    "test_point": Field(0, partial(integer, lo=0), help="index of the configured test query (prediction)"),
-    "alpha": Field(0.05, partial(real, lo=0, hi=1, lo_open=True, hi_open=True),
-                   help="the lower bound holds with confidence 1 - alpha"),
-    "search": Field(True, boolean, help="search neighbouring datasets for the worst pair"),
-    "placements": Field(2, partial(integer, lo=0, hi=64),
-                        help="placements of the changed record chosen from the batch plan"),
-    "magnitudes": Field([1e2, 1e6], partial(reals, lo=0, lo_open=True, hi=1e12, max_length=16),
-                        help="magnitudes of the extreme records tried (standardised units)"),
-    "queries": Field(64, partial(integer, lo=1, hi=4096), help="test queries searched (prediction)"),
-    "pairs": Field(1, partial(integer, lo=1, hi=64), help="best pairs audited (Bonferroni over them)"),
-    "max_datasets": Field(200, partial(integer, lo=2, hi=100_000), help="most datasets the search may train"),
-}
+    def __post_init__(self):
+        check_settings(self, "dpaudit")
 
 
 def dpaudit_settings(cfg: Any) -> DPAuditSettings:
-    return DPAuditSettings(**strict(cfg, DPAUDIT_FIELDS, prefix="dpaudit"))
+    return DPAuditSettings(**strict(cfg, settings_of(DPAuditSettings), prefix="dpaudit"))
 
 
 # ------------------------------------------------------------------------------------ pate (shards)
 SHARD_ARMS = ("pate_r", "pate_agtr", "agtr_wor", "agtr", "gs")
 
 
+SHARD_DEFAULT_STAIRCASE = {"kind": "geometric", "k_min": 1, "k_max": 1024, "ratio": 2.0, "include_n": True}
+
+
 @dataclass(frozen=True)
 class ShardSettings:
-    """``pate`` of ``certdp pate``: numbers of shards T, arms, per-shard radii (capped at the
-    shard size), a seeded training subset, and the radii of the full-data AGT-R arm."""
-    shards: tuple[int, ...]
-    arms: tuple[str, ...]
-    staircase: StaircaseSettings
-    max_train: int | None
-    full_staircase: str  # shard (pate.staircase) | agtr (the staircase group)
+    """``pate`` of ``certdp pate``: numbers of shards T, arms, a seeded training subset, the radii
+    of the full-data AGT-R arm, and per-shard radii (capped at the shard size).  Each field
+    declares its setting."""
+    shards: tuple[int, ...] = setting([1, 2, 4, 8], partial(integers, lo=1), help="numbers of shards T")
+    arms: tuple[str, ...] = setting(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS),
+                                    help="the arms: pate_r | pate_agtr | agtr_wor | agtr | gs")
+    max_train: int | None = setting(None, partial(integer, lo=1, none=True, null_means="the whole training set"),
+                                    help="a seeded training subset of this size")
+    full_staircase: str = setting("shard", partial(choice, allowed=("shard", "agtr")),
+                                  help="radii of the full-data AGT-R arm: shard (pate.staircase) | agtr (staircase)")
+    staircase: StaircaseSettings = setting(
+        None, Subsection(settings_of(StaircaseSettings),
+                         lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
+        help="per-shard radii (the keys of staircase; default geometric 1, 2, 4, ..., 1024 and N)")
 
-
-SHARD_DEFAULT_STAIRCASE = {"kind": "geometric", "k_min": 1, "k_max": 1024, "ratio": 2.0, "include_n": True}
-SHARD_FIELDS = {
-    "shards": Field([1, 2, 4, 8], partial(integers, lo=1), help="numbers of shards T"),
-    "arms": Field(list(SHARD_ARMS), partial(choices, allowed=SHARD_ARMS),
-                  help="the arms: pate_r | pate_agtr | agtr_wor | agtr | gs"),
-    "max_train": Field(None, partial(integer, lo=1, none=True, null_means="the whole training set"),
-                       help="a seeded training subset of this size"),
-    "full_staircase": Field("shard", partial(choice, allowed=("shard", "agtr")),
-                            help="radii of the full-data AGT-R arm: shard (pate.staircase) | agtr (staircase)"),
-    "staircase": Field(None, Subsection(STAIRCASE_FIELDS,
-                                        lambda v, key: staircase_settings(v or SHARD_DEFAULT_STAIRCASE, prefix=key)),
-                       help="per-shard radii (the keys of staircase; default geometric 1, 2, 4, ..., 1024 and N)"),
-}
+    def __post_init__(self):
+        check_settings(self, "pate")
 
 
 def shard_settings(cfg: Any) -> ShardSettings:
     d = section(cfg, "pate")
     if isinstance(d.get("shards"), int) and not isinstance(d.get("shards"), bool):
         d["shards"] = [d["shards"]]                  # one number of shards is a list of one
-    p = parse_settings(d, SHARD_FIELDS, prefix="pate")
-    return ShardSettings(tuple(sorted(set(p["shards"]))), p["arms"], p["staircase"], p["max_train"],
-                         p["full_staircase"])
+    p = parse_settings(d, settings_of(ShardSettings), prefix="pate")
+    return ShardSettings(**{**p, "shards": tuple(sorted(set(p["shards"])))})
 
 
 # ------------------------------------------------------------------------------------ ags
@@ -155,40 +135,43 @@ DEFAULT_BASELINES = ("dpsgd_matched", "dpsgd_optimised", "pate")
 
 @dataclass(frozen=True)
 class AGSSettings:
-    """``ags``: release schedule, accountant, shared-box grouping, sampling ablation, baselines."""
-    releases_n: int  # n evenly spaced releases (last at the final step)
-    sampling_steps: tuple[int, ...]  # explicit S (1-based steps); overrides releases_n
-    composition: str  # accountant that splits the total budget
-    share_ratio: float | None  # SharedBoxes grid ratio (None: every radius its own box)
-    ablation_n: tuple[int, ...]  # sampling ablation: numbers of releases to sweep
-    ablation_compositions: tuple[str, ...]
-    ablation_draws: int
-    baselines: tuple[str, ...]
-    baseline_draws: int | None  # matched DP-SGD draws (None: privacy.n_draws)
+    """``ags``: release schedule, accountant, shared-box grouping, sampling ablation, baselines.
+    Each field declares its setting; the step ranges (at most :data:`MAX_STEPS` here) are bounded
+    by ``train.steps`` when read (:func:`ags_fields`), so a value is built by :func:`ags_settings`."""
+    releases_n: int = setting(1, partial(integer, lo=1, hi=MAX_STEPS),
+                              help="n evenly spaced releases (the last at the final step)")
+    # explicit S (1-based steps; () when not given): overrides releases_n
+    sampling_steps: tuple[int, ...] = setting(None, partial(integers, lo=1, hi=MAX_STEPS, none=True,
+                                                            null_means="releases_n"),
+                                              help="explicit release steps S (1-based, increasing, ending at train.steps)")
+    composition: str = setting("optimal", partial(choice, allowed=Names(partial(accountant_names, "compose"))),
+                               help="the accountant that splits the total budget over the releases")
+    share_ratio: float | None = setting(None, partial(real, lo=1, lo_open=True, none=True,
+                                                      null_means="every radius its own box"),
+                                        help="radii grouped into shared boxes growing by this ratio")
+    ablation_n: tuple[int, ...] = setting([], partial(integers, lo=1, hi=MAX_STEPS, min_length=0, none=True,
+                                                      null_means="no ablation"),
+                                          help="sampling ablation: numbers of releases swept")
+    ablation_compositions: tuple[str, ...] = setting(["basic", "optimal"],
+                                                     partial(choices, allowed=Names(partial(accountant_names, "compose"))),
+                                                     help="sampling ablation: accountants swept")
+    ablation_draws: int = setting(3, partial(integer, lo=1, hi=MAX_REPEATS), help="sampling ablation: draws per point")
+    baselines: tuple[str, ...] = setting(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0),
+                                         help="private-learning baselines run beside AGS")
+    baseline_draws: int | None = setting(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True,
+                                                       null_means="privacy.n_draws"),
+                                         help="matched DP-SGD draws")
+
+
+STEP_BOUNDED = ("releases_n", "sampling_steps", "ablation_n")      # ranges that end at train.steps
 
 
 def ags_fields(steps: int = MAX_STEPS) -> dict[str, Field]:
-    """The ``ags`` table, its step ranges bounded by ``train.steps`` (``steps``)."""
-    acc = accountant_names("compose")
-    return {
-        "releases_n": Field(1, partial(integer, lo=1, hi=steps),
-                            help="n evenly spaced releases (the last at the final step)"),
-        "sampling_steps": Field(None, partial(integers, lo=1, hi=steps, none=True, null_means="releases_n"),
-                                help="explicit release steps S (1-based, increasing, ending at train.steps)"),
-        "composition": Field("optimal", partial(choice, allowed=acc),
-                             help="the accountant that splits the total budget over the releases"),
-        "share_ratio": Field(None, partial(real, lo=1, lo_open=True, none=True, null_means="every radius its own box"),
-                             help="radii grouped into shared boxes growing by this ratio"),
-        "ablation_n": Field([], partial(integers, lo=1, hi=steps, min_length=0, none=True, null_means="no ablation"),
-                            help="sampling ablation: numbers of releases swept"),
-        "ablation_compositions": Field(["basic", "optimal"], partial(choices, allowed=acc),
-                                       help="sampling ablation: accountants swept"),
-        "ablation_draws": Field(3, partial(integer, lo=1, hi=MAX_REPEATS), help="sampling ablation: draws per point"),
-        "baselines": Field(list(DEFAULT_BASELINES), partial(choices, allowed=BASELINE_ARMS, min_length=0),
-                           help="private-learning baselines run beside AGS"),
-        "baseline_draws": Field(None, partial(integer, lo=1, hi=MAX_REPEATS, none=True, null_means="privacy.n_draws"),
-                                help="matched DP-SGD draws"),
-    }
+    """The ``ags`` table of :class:`AGSSettings`, its step ranges bounded by ``train.steps``."""
+    fields = settings_of(AGSSettings)
+    for name in STEP_BOUNDED:
+        fields[name] = dataclasses.replace(fields[name], parse=partial(fields[name].parse, hi=steps))
+    return fields
 
 
 def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
@@ -198,34 +181,10 @@ def ags_settings(cfg: Any, *, steps: int) -> AGSSettings:
     if S and (list(S) != sorted(set(S)) or S[-1] != steps):
         raise ConfigError("ags.sampling_steps", f"got {list(S)} (not increasing steps ending at train.steps); "
                                                 f"allowed: increasing steps in 1..{steps} ending at {steps}")
-    return AGSSettings(a["releases_n"], S, a["composition"], a["share_ratio"], tuple(a["ablation_n"] or ()),
-                       a["ablation_compositions"], a["ablation_draws"], a["baselines"], a["baseline_draws"])
+    return AGSSettings(**{**a, "sampling_steps": S, "ablation_n": tuple(a["ablation_n"] or ())})
 
 
 # ------------------------------------------------------------------------------------ baselines
-@dataclass(frozen=True)
-class OptimisedGrid:
-    """The hyperparameters optimised DP-SGD chooses among (on the public selection set)."""
-    lr: tuple[float, ...]
-    clip: tuple[float, ...]
-    epochs: tuple[float, ...]
-    batch_size: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BaselineSettings:
-    """The private-learning baselines of ``certdp ags`` / ``certdp dpsgd``: which arms
-    (``dpsgd.arms``, dpsgd only), optimised DP-SGD's accountants and grid
-    (``dpsgd.optimised``) and the PATE classification baseline (``pate``: teachers, labelled
-    queries, student steps)."""
-    arms: tuple[str, ...]
-    accountants: tuple[str, ...]
-    grid: OptimisedGrid
-    teachers: tuple[int, ...]
-    queries: tuple[int, ...]
-    student_steps: int
-
-
 def _grid_values(value: Any, key: str) -> tuple:
     """A list of reals > 0, each kept as written: an integer stays an integer (5, not 5.0),
     because a grid point's values seed its DP-SGD generator through their ``repr``
@@ -236,43 +195,64 @@ def _grid_values(value: Any, key: str) -> tuple:
 
 
 _grid_values.describe = lambda: "list of reals > 0 (each kept as written: 5 stays an integer)"
-GRID_FIELDS = {
-    "lr": Field([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among"),
-    "clip": Field([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among"),
-    "epochs": Field([5, 20], _grid_values, help="epochs optimised DP-SGD chooses among"),
-    "batch_size": Field([64, 256], partial(integers, lo=1), help="batch sizes optimised DP-SGD chooses among"),
-}
-OPTIMISED_FIELDS = {
-    "accountants": Field(["pld", "rdp"], partial(choices, allowed=DPSGD_ACCOUNTANTS),
-                         help="DP-SGD accountants calibrating the noise"),
-    "grid": Field(None, subsection(GRID_FIELDS),
-                  help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)"),
-}
-PATE_BASELINE_FIELDS = {
-    "teachers": Field([5, 10, 25, 50], partial(integers, lo=1), help="numbers of PATE teachers"),
-    "queries": Field([50, 200, 1000], partial(integers, lo=1), help="numbers of labelled student queries"),
-    "student_steps": Field(300, partial(integer, lo=1, hi=MAX_STEPS), help="training steps of the PATE student"),
-}
+@dataclass(frozen=True)
+class OptimisedGrid:
+    """The hyperparameters optimised DP-SGD chooses among (on the public selection set):
+    ``dpsgd.optimised.grid``.  Each field declares its setting."""
+    lr: tuple[float, ...] = setting([0.1, 0.5, 2.0], _grid_values, help="learning rates optimised DP-SGD chooses among")
+    clip: tuple[float, ...] = setting([0.1, 1.0], _grid_values, help="clipping norms optimised DP-SGD chooses among")
+    epochs: tuple[float, ...] = setting([5, 20], _grid_values, help="epochs optimised DP-SGD chooses among")
+    batch_size: tuple[int, ...] = setting([64, 256], partial(integers, lo=1),
+                                          help="batch sizes optimised DP-SGD chooses among")
+
+    def __post_init__(self):
+        check_settings(self, "dpsgd.optimised.grid")
+
+
+def _optimised_grid(value: Any, key: str) -> OptimisedGrid:
+    return OptimisedGrid(**parse_settings(section(value, key), settings_of(OptimisedGrid), prefix=key))
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """The private-learning baselines of ``certdp ags`` / ``certdp dpsgd``: which arms
+    (``dpsgd.arms``, dpsgd only), optimised DP-SGD's accountants and grid
+    (``dpsgd.optimised``) and the PATE classification baseline (``pate``: teachers, labelled
+    queries, student steps).  Each field declares its setting (the sections they sit in:
+    :data:`BASELINE_SECTIONS`)."""
+    arms: tuple[str, ...] = setting(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS),
+                                    help="the DP-SGD arms run")
+    accountants: tuple[str, ...] = setting(["pld", "rdp"], partial(choices, allowed=DPSGD_ACCOUNTANTS),
+                                           help="DP-SGD accountants calibrating the noise")
+    grid: OptimisedGrid = setting(None, Subsection(settings_of(OptimisedGrid), _optimised_grid),
+                                  help="the hyperparameters optimised DP-SGD chooses among (on the public selection set)")
+    teachers: tuple[int, ...] = setting([5, 10, 25, 50], partial(integers, lo=1), help="numbers of PATE teachers")
+    queries: tuple[int, ...] = setting([50, 200, 1000], partial(integers, lo=1),
+                                       help="numbers of labelled student queries")
+    student_steps: int = setting(300, partial(integer, lo=1, hi=MAX_STEPS), help="training steps of the PATE student")
+
+
+BASELINE_SECTIONS = {"dpsgd": ("arms",), "dpsgd.optimised": ("accountants", "grid"),
+                     "pate": ("teachers", "queries", "student_steps")}
+
+
+def _baseline_table(prefix: str) -> dict[str, Field]:
+    declared = settings_of(BaselineSettings)
+    return {k: declared[k] for k in BASELINE_SECTIONS[prefix]}
 
 
 def dpsgd_fields(*, with_arms: bool) -> dict[str, Field]:
     """The ``dpsgd`` table (``arms`` only where ``with_arms``: certdp dpsgd)."""
-    fields = {"optimised": Field(None, subsection(OPTIMISED_FIELDS),
+    fields = {"optimised": Field(None, subsection(_baseline_table("dpsgd.optimised")),
                                  help="optimised DP-SGD: accountants and hyperparameter grid")}
-    if with_arms:
-        fields = {"arms": Field(list(BASELINE_ARMS), partial(choices, allowed=BASELINE_ARMS),
-                                help="the DP-SGD arms run"), **fields}
-    return fields
+    return {**_baseline_table("dpsgd"), **fields} if with_arms else fields
 
 
 def baseline_settings(dpsgd: Any, pate: Any, *, with_arms: bool) -> BaselineSettings:
     """``dpsgd`` (``arms`` only where ``with_arms``: certdp dpsgd) and ``pate`` sections."""
     d = strict(dpsgd, dpsgd_fields(with_arms=with_arms), prefix="dpsgd")
-    p = strict(pate, PATE_BASELINE_FIELDS, prefix="pate")
-    g = d["optimised"]["grid"]
-    return BaselineSettings(arms=d.get("arms", ()), accountants=d["optimised"]["accountants"],
-                            grid=OptimisedGrid(g["lr"], g["clip"], g["epochs"], g["batch_size"]),
-                            teachers=p["teachers"], queries=p["queries"], student_steps=p["student_steps"])
+    p = strict(pate, _baseline_table("pate"), prefix="pate")
+    return BaselineSettings(arms=d.get("arms", ()), **d["optimised"], **p)
 
 
 def check_fixed_selection(b: BaselineSettings, arms) -> None:
@@ -378,6 +358,22 @@ def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> Feasibility
                                                           f"allowed: a start of at least {MIN_GRID_START:g}")
     conf = _check_confidences(confidence_grid(g, "feasibility.confidence"), "feasibility.confidence.values")
     return FeasibilitySettings(conf, f["c"], f["delta"], f["cauchy_factor"], f["approx_window"], run)
+
+
+# The tables of the sections declared in dataclass fields, under the names they had as tables:
+# read from the dataclass on every access, so they cannot drift from it (no second copy).
+_TABLES = {"AUDIT_FIELDS": AuditSettings, "DPAUDIT_FIELDS": DPAuditSettings, "SHARD_FIELDS": ShardSettings,
+           "GRID_FIELDS": OptimisedGrid}
+
+
+def __getattr__(name: str) -> dict[str, Field]:
+    if name in _TABLES:
+        return settings_of(_TABLES[name])
+    if name == "PATE_BASELINE_FIELDS":
+        return _baseline_table("pate")
+    if name == "OPTIMISED_FIELDS":
+        return _baseline_table("dpsgd.optimised")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["DPAuditSettings", "dpaudit_settings", "check_fixed_selection", "AuditSettings", "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid",

@@ -9,6 +9,7 @@ its dotted key before any work starts.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from functools import partial
@@ -194,15 +195,22 @@ HYBRID_PRIVACY_FIELDS = {
 # read by certdp hybrid beside the sst2 dataset's own table
 N_TEST_EVAL = Field(None, partial(integer, lo=1, none=True, null_means="the whole test set"),
                     help="test sentences evaluated")
-HYBRID_DATASET_FIELDS = {
-    "encoder": Field("mpnet", partial(choice, allowed=ENCODERS), help="sentence encoder: mpnet | minilm"),
-    "max_seq_length": Field(128, partial(integer, lo=8, hi=100_000), help="tokens seen by the encoder"),
-    "n_test": Field(5000, partial(integer, lo=1), help="test sentences"),
-    "n_private": Field(None, partial(integer, lo=2, none=True, null_means="the whole private pool"),
-                       help="private training sentences"),
-    "n_public": Field(None, partial(integer, lo=2, none=True, null_means="every GLUE dev sentence"),
-                      help="public sentences"),
-}
+def hybrid_dataset_fields() -> dict[str, Field]:
+    """sst2's dataset keys that certdp hybrid reads with its own defaults and ranges: the
+    declarations of the sst2 loader (certdp/data/text.py; key, help) with the paper table's
+    defaults (128 tokens, 5,000 test sentences), the two encoders the hybrid ships, and at least
+    two private and public sentences."""
+    from certdp.data import entries
+    own, change = entries()["sst2"].fields, dataclasses.replace
+    return {"encoder": change(own["encoder"], parse=partial(choice, allowed=ENCODERS)),
+            "max_seq_length": change(own["max_seq_length"], default=128, parse=partial(integer, lo=8, hi=100_000)),
+            "n_test": change(own["n_test"], default=5000, parse=partial(integer, lo=1)),
+            "n_private": change(own["n_private"], parse=partial(integer, lo=2, none=True,
+                                                                 null_means="the whole private pool")),
+            "n_public": change(own["n_public"], parse=partial(integer, lo=2, none=True,
+                                                               null_means="every GLUE dev sentence"))}
+
+
 TOP = ("dataset", "privacy", "split", "lora", "dpsgd", "head", "dpsgd_head", "hybrid")
 
 
@@ -231,8 +239,9 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
         raise ConfigError("dataset", f"certdp hybrid runs on sst2 only (got '{d.get('name')}'); allowed: sst2")
     n_test_eval = N_TEST_EVAL.parse(d.pop("n_test_eval", N_TEST_EVAL.default), "dataset.n_test_eval")
     dataset = dataset_settings({**d, "name": "sst2"})
-    own = parse_settings({k: dataset[k] for k in HYBRID_DATASET_FIELDS if dataset.get(k) is not None},
-                         HYBRID_DATASET_FIELDS, prefix="dataset")
+    own_fields = hybrid_dataset_fields()
+    own = parse_settings({k: dataset[k] for k in own_fields if dataset.get(k) is not None}, own_fields,
+                         prefix="dataset")
     p = strict(sec["privacy"], HYBRID_PRIVACY_FIELDS, prefix="privacy")
     split = strict(sec["split"], SPLIT_FIELDS, prefix="split")
     h = strict(sec["hybrid"], HYBRID_FIELDS, prefix="hybrid")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from certdp.data.params import Field, describe
+from certdp.data.params import NOT_A_SETTING, SETTING, Field, describe, settings_of
 from certdp.errors import ConfigError
 
 FEASIBILITY = "feasibility"
@@ -83,19 +83,25 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
     from certdp.settings.base import run_fields
     from certdp.settings.experiment import DPAUDIT_DRAWS, DPAUDIT_PRIVACY_RELEASES, PARAMETER_COMMANDS, QUERIES, SECTIONS
     from certdp.settings.privacy import privacy_fields
+    from certdp.training import TrainSettings
     experiment = tuple(SECTIONS)
     out: list = [("", run_fields(), experiment + (FEASIBILITY, HYBRID), ""),
                  ("", {"queries": QUERIES}, ("agtr",), "")]
-    # certdp hybrid reads its own table over sst2's (its defaults first, so listed first)
-    out.append(("dataset", {"n_test_eval": H.N_TEST_EVAL, **H.HYBRID_DATASET_FIELDS}, (HYBRID,), "dataset=sst2"))
+    # certdp hybrid reads sst2's table with its own defaults and ranges for some keys (derived from it)
+    hybrid_own = {"n_test_eval": H.N_TEST_EVAL, **H.hybrid_dataset_fields()}
+    out.append(("dataset", hybrid_own, (HYBRID,), "dataset=sst2"))
     for name, e in entries().items():
-        cmds = experiment + ((HYBRID,) if name == "sst2" else ())
-        out.append(("dataset", e.fields, cmds, f"dataset={name}"))
+        if name != "sst2":
+            out.append(("dataset", e.fields, experiment, f"dataset={name}"))
+            continue
+        out.append(("dataset", {k: f for k, f in e.fields.items() if k not in hybrid_own}, experiment + (HYBRID,),
+                    f"dataset={name}"))
+        out.append(("dataset", {k: f for k, f in e.fields.items() if k in hybrid_own}, experiment, f"dataset={name}"))
     out += [("dataset", C.FEASIBILITY_DATASET_FIELDS, (FEASIBILITY,), ""),
             ("dataset.model", T.model_fields(False), experiment, ""),
             ("model", T.model_fields(True), experiment, ""),
-            ("train", T.TRAIN_FIELDS, experiment, ""),
-            ("staircase", T.STAIRCASE_FIELDS, experiment, ""),
+            ("train", settings_of(TrainSettings), experiment, ""),
+            ("staircase", settings_of(T.StaircaseSettings), experiment, ""),
             ("certificate", {"name": T.CERTIFICATE_NAME}, experiment, "")]
     for opt, f in T.ENGINE_OPTIONS.items():
         engines = "|".join(n for n, c in sorted(CERTIFICATES.items()) if opt in c.options)
@@ -105,10 +111,10 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
             ("privacy", {**privacy_fields("prediction", n_draws=DPAUDIT_DRAWS), "releases": DPAUDIT_PRIVACY_RELEASES},
              ("dpaudit",), ""),
             ("privacy", privacy_fields("parameter"), PARAMETER_COMMANDS, ""),
-            ("audit", C.AUDIT_FIELDS, _commands_reading("audit"), ""),
-            ("dpaudit", C.DPAUDIT_FIELDS, _commands_reading("dpaudit"), ""),
-            ("pate", C.SHARD_FIELDS, ("pate",), ""),
-            ("pate", C.PATE_BASELINE_FIELDS, PARAMETER_COMMANDS, ""),
+            ("audit", settings_of(C.AuditSettings), _commands_reading("audit"), ""),
+            ("dpaudit", settings_of(C.DPAuditSettings), _commands_reading("dpaudit"), ""),
+            ("pate", settings_of(C.ShardSettings), ("pate",), ""),
+            ("pate", C._baseline_table("pate"), PARAMETER_COMMANDS, ""),
             ("ags", C.ags_fields(), _commands_reading("ags"), ""),
             ("dpsgd", {"arms": C.dpsgd_fields(with_arms=True)["arms"]}, ("dpsgd",), ""),
             ("dpsgd", C.dpsgd_fields(with_arms=False), PARAMETER_COMMANDS, ""),
@@ -192,17 +198,18 @@ def _compose(config_dir: Path, jobs: list[tuple[str, list[str]]]) -> Iterator[tu
         GlobalHydra.instance().clear()
 
 
-def _leaves(cfg: Mapping[str, Any], raw: Mapping[str, Any], decl: Mapping[str, Field], prefix: str = ""):
+def _leaves(cfg: Mapping[str, Any], raw: Mapping[str, Any], decl: Mapping[str, Field], prefix: str = "",
+            into_built: bool = False):
     """(dotted key, value, unresolved value, field or None) of every key of a composed config,
-    descending into sections that are not values of their own."""
+    descending into sections that are not values of their own (``into_built``: into those too)."""
     for k, v in cfg.items():
         key = f"{prefix}.{k}" if prefix else k
         r = raw.get(k) if isinstance(raw, Mapping) else None
         f = decl.get(key)
         yield key, v, r, f
         nested = f is None or getattr(f.parse, "fields", None) is not None
-        if isinstance(v, Mapping) and nested and not (f is not None and getattr(f.parse, "build", None)):
-            yield from _leaves(v, r if isinstance(r, Mapping) else {}, decl, key)
+        if isinstance(v, Mapping) and nested and (into_built or not (f is not None and getattr(f.parse, "build", None))):
+            yield from _leaves(v, r if isinstance(r, Mapping) else {}, decl, key, into_built)
 
 
 # keys whose value names what the config chose (the command, the dataset group option and its model)
@@ -244,11 +251,57 @@ def undeclared_yaml_keys(config_dir: Path, jobs: list[tuple[str, list[str]]]) ->
     for command, overrides, cfg, raw in _compose(Path(config_dir), jobs):
         decl = {d.key: d.field for d in declarations() if command in d.commands and
                 (not d.where.startswith("dataset=") or d.where == f"dataset={(cfg.get('dataset') or {}).get('name')}")}
-        for key, v, r, f in _leaves(cfg, raw, decl):
+        for key, v, r, f in _leaves(cfg, raw, decl, into_built=True):
             if f is None and not isinstance(v, Mapping):
                 out.append(f"{command} {' '.join(overrides)}: {key}")
             elif f is None and isinstance(v, Mapping) and not any(k.startswith(key + ".") for k in decl):
                 out.append(f"{command} {' '.join(overrides)}: {key}")
+    return out
+
+
+# ------------------------------------------------------------------ one declaration per setting
+SETTINGS_MODULES = ("certdp.training", "certdp.settings.base", "certdp.settings.training", "certdp.settings.privacy",
+                    "certdp.settings.commands", "certdp.settings.experiment", "certdp.settings.hybrid")
+
+
+def settings_classes() -> list[type]:
+    """The dataclasses that declare settings in their fields (:func:`certdp.data.params.setting`)."""
+    import dataclasses
+    import importlib
+    out = []
+    for name in SETTINGS_MODULES:
+        for obj in vars(importlib.import_module(name)).values():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj not in out and \
+                    any(SETTING in f.metadata for f in dataclasses.fields(obj)):
+                out.append(obj)
+    return out
+
+
+def second_declarations(classes: list[type] | None = None) -> list[str]:
+    """Where a setting is declared a second time: a key that two tables the parsers read declare
+    for one command (and one dataset or engine option), or a field of a settings dataclass whose
+    default is not its declaration (a plain default beside the declared ones, or one that is not
+    the parsed declared default)."""
+    import dataclasses
+    out, seen = [], set()
+    for d in declarations():
+        for c in d.commands:
+            if (c, d.key, d.where) in seen:
+                out.append(f"{c}: {d.key}{f' ({d.where})' if d.where else ''}: declared twice")
+            seen.add((c, d.key, d.where))
+    for cls in settings_classes() if classes is None else classes:
+        for f in dataclasses.fields(cls):
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            decl = f.metadata.get(SETTING)
+            if decl is None and has_default and NOT_A_SETTING not in f.metadata:
+                out.append(f"{cls.__name__}.{f.name}: a default that is not declared as a setting")
+            elif decl is not None and f.default is not dataclasses.MISSING:
+                try:
+                    declared = decl.parse(decl.default, f.name)
+                except ConfigError:
+                    declared = dataclasses.MISSING
+                if declared != f.default:
+                    out.append(f"{cls.__name__}.{f.name}: default {f.default!r}, declared {declared!r}")
     return out
 
 
@@ -257,4 +310,4 @@ def group_options(config_dir: Path, group: str) -> list[str]:
 
 
 __all__ = ["Declaration", "declarations", "declared_for", "tables", "yaml_disagreements", "undeclared_yaml_keys",
-           "engine_default"]
+           "engine_default", "settings_classes", "second_declarations"]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import Field, boolean, choice, integer, integers, parse_settings, real, section, text
+from certdp.data.params import (NOT_A_SETTING, Field, boolean, check_settings, choice, integer, integers, parse_settings, real,
+                                section, setting, settings_of, text)
 from certdp.errors import ConfigError
-from certdp.training import TrainSettings
-from certdp.settings.base import SEED, strict
+from certdp.training import MAX_STEPS, TrainSettings
+from certdp.settings.base import strict
 
-MAX_STEPS = 10 ** 7          # a fixed batch plan of more steps would not fit in memory
 ARCHS = ("linear", "mlp", "logistic")
 LOSSES = ("mse", "hinge", "ce")
 
@@ -21,65 +22,50 @@ LOSSES = ("mse", "hinge", "ce")
 @dataclass(frozen=True)
 class ModelSettings:
     """``model``: ``arch`` linear | mlp | logistic, ReLU ``hidden`` widths (mlp), ``loss`` (None:
-    the task's own, mse for regression)."""
-    arch: str
-    hidden: tuple[int, ...]
-    loss: str | None
+    the task's own, mse for regression).  Each field declares its setting as the ``model``
+    section reads it (``arch=auto``: the dataset's ``dataset.model``, whose table
+    :func:`model_fields` derives); a value holds the resolved model, never ``auto``."""
+    arch: str = setting("auto", partial(choice, allowed=("auto",) + ARCHS),
+                        help="the model: linear | mlp | logistic (auto: the dataset's dataset.model)")
+    hidden: tuple[int, ...] = setting(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True),
+                                      help="ReLU hidden widths of an mlp")
+    loss: str | None = setting(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"),
+                               help="the training loss (null: the task's own, mse for regression)")
 
 
 def model_fields(prefix_auto: bool) -> dict[str, Field]:
-    arch = ("auto",) + ARCHS if prefix_auto else ARCHS
-    return {"arch": Field("auto" if prefix_auto else None, partial(choice, allowed=arch, none=not prefix_auto),
-                          help="the model: linear | mlp | logistic (auto: the dataset's dataset.model)"),
-            "hidden": Field(None, partial(integers, lo=1, hi=1 << 20, min_length=0, none=True),
-                            help="ReLU hidden widths of an mlp"),
-            "loss": Field(None, partial(choice, allowed=LOSSES, none=True, null_means="the task's loss"),
-                          help="the training loss (null: the task's own, mse for regression)")}
+    """The ``model`` table (``prefix_auto``) or the datasets' ``dataset.model`` table, whose
+    ``arch`` names a model (no auto) and may be null (linear)."""
+    fields = settings_of(ModelSettings)
+    if not prefix_auto:
+        fields["arch"] = dataclasses.replace(fields["arch"], default=None,
+                                             parse=partial(choice, allowed=ARCHS, none=True))
+    return fields
 
 
 def model_settings(model: Any, dataset_model: Any) -> ModelSettings:
     """``model`` over the dataset's default model (``dataset.model``): with ``model.arch=auto``
     the dataset's arch, hidden widths and loss apply unless ``model.*`` sets them."""
-    m = strict(model, model_fields(True), prefix="model")
-    if m["arch"] == "auto":
-        d = parse_settings(section(dataset_model, "dataset.model"), model_fields(False), prefix="dataset.model")
-        m = {"arch": d["arch"] or "linear",
-             "hidden": m["hidden"] if m["hidden"] is not None else d["hidden"],
-             "loss": m["loss"] if m["loss"] is not None else d["loss"]}
-    hidden = tuple(m["hidden"] or ())
-    if m["arch"] == "mlp" and not hidden:
+    read = strict(model, model_fields(True), prefix="model")
+    if read["arch"] == "auto":
+        own = parse_settings(section(dataset_model, "dataset.model"), model_fields(False), prefix="dataset.model")
+        read = {"arch": own["arch"] or "linear",
+                "hidden": read["hidden"] if read["hidden"] is not None else own["hidden"],
+                "loss": read["loss"] if read["loss"] is not None else own["loss"]}
+    hidden = tuple(read["hidden"] or ())
+    if read["arch"] == "mlp" and not hidden:
         raise ConfigError("model.hidden", "an mlp needs hidden widths; allowed: a non-empty list of widths >= 1, "
                                           "e.g. model.hidden=[64]")
-    return ModelSettings(m["arch"], hidden, m["loss"])
+    return ModelSettings(read["arch"], hidden, read["loss"])
 
 
 # ------------------------------------------------------------------------------------ train
-def _batch_size(value: Any, key: str) -> int | None:
-    if value == "full":
-        return None
-    return integer(value, key, lo=1, none=True, null_means="full batch")
-
-
-TRAIN_FIELDS = {
-    "steps": Field(None, partial(integer, lo=1, hi=MAX_STEPS),
-                   help="training steps T of the nominal algorithm (clipped gradient descent)"),
-    "lr": Field(None, partial(real, lo=0, lo_open=True), help="learning rate eta"),
-    "clip": Field(None, partial(real, lo=0, lo_open=True),
-                  help="gradient clipping bound gamma (element-wise, per sample)"),
-    "batch_size": Field(None, _batch_size, help="records per batch (null or full: full batch)"),
-    "contraction": Field(1.0, partial(real, lo=0, lo_open=True, hi=1),
-                         help="lambda: the parameters are scaled by lambda each step (1: plain clipped GD)"),
-    "seed": Field(None, partial(SEED.func, **SEED.keywords, none=True, null_means="the run seed"),
-                  help="seed of the initialisation and the batch plan (null: the run seed)"),
-}
-
-
+# declared once, in the fields of TrainSettings (certdp/training.py)
 def train_settings(cfg: Any, seed: int) -> TrainSettings:
     """``train``: the nominal algorithm (steps, lr, clip gamma, batch size, contraction lambda,
     seed of the initialisation and batch plan; default the run seed)."""
-    t = strict(cfg, TRAIN_FIELDS, prefix="train")
-    return TrainSettings(steps=t["steps"], lr=t["lr"], clip=t["clip"], batch_size=t["batch_size"],
-                         contraction=t["contraction"], seed=seed if t["seed"] is None else t["seed"])
+    values = strict(cfg, settings_of(TrainSettings), prefix="train")
+    return TrainSettings(**{**values, "seed": seed if values["seed"] is None else values["seed"]})
 
 
 # ------------------------------------------------------------------------------------ staircase
@@ -96,15 +82,22 @@ class StaircaseSettings:
     looser).  ``k_max`` may exceed N; radii are capped at N.  ``include_n`` adds N itself,
     which covers every radius without a global sensitivity."""
 
-    kind: str
-    k_min: int
-    k_max: int
-    step: int
-    ratio: float
-    values: tuple[int, ...]
-    include_n: bool
-    dense_until: int
-    key: str = field(default="staircase", compare=False)
+    kind: str = setting("range", partial(choice, allowed=STAIRCASE_KINDS),
+                        help="how the radii K are chosen: range (k_min..k_max by step) | geometric | list (values)")
+    k_min: int = setting(1, partial(integer, lo=1), help="smallest radius (range, geometric)")
+    k_max: int = setting(28, partial(integer, lo=1), help="largest radius (capped at N)")
+    step: int = setting(1, partial(integer, lo=1), help="radius step of kind=range")
+    ratio: float = setting(2.0, partial(real, lo=1, lo_open=True), help="growth factor of kind=geometric after dense_until")
+    values: tuple[int, ...] = setting((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii"),
+                                      help="the radii of kind=list")
+    include_n: bool = setting(False, boolean, help="add k = N (covers every radius without a global sensitivity)")
+    dense_until: int = setting(1, partial(integer, lo=1, none=True, null_means="1"),
+                               help="kind=geometric: every radius up to this one")
+    key: str = field(default="staircase", compare=False,
+                     metadata={NOT_A_SETTING: "the section read (staircase, pate.staircase)"})
+
+    def __post_init__(self):
+        check_settings(self, self.key)
 
     def radii(self, n: int) -> list[int]:
         """The sorted radii for a dataset of n records (each capped at n)."""
@@ -135,33 +128,17 @@ class StaircaseSettings:
         return ks
 
 
-STAIRCASE_FIELDS = {
-    "kind": Field("range", partial(choice, allowed=STAIRCASE_KINDS),
-                  help="how the radii K are chosen: range (k_min..k_max by step) | geometric | list (values)"),
-    "k_min": Field(1, partial(integer, lo=1), help="smallest radius (range, geometric)"),
-    "k_max": Field(28, partial(integer, lo=1), help="largest radius (capped at N)"),
-    "step": Field(1, partial(integer, lo=1), help="radius step of kind=range"),
-    "ratio": Field(2.0, partial(real, lo=1, lo_open=True), help="growth factor of kind=geometric after dense_until"),
-    "values": Field((), partial(integers, lo=1, min_length=0, none=True, null_means="no radii"),
-                    help="the radii of kind=list"),
-    "include_n": Field(False, boolean, help="add k = N (covers every radius without a global sensitivity)"),
-    "dense_until": Field(1, partial(integer, lo=1, none=True, null_means="1"),
-                         help="kind=geometric: every radius up to this one"),
-}
-
-
 def staircase_settings(cfg: Any, *, prefix: str = "staircase") -> StaircaseSettings:
     """``staircase`` (or ``pate.staircase``): the radii K, checked (kind=list needs values)."""
-    s = strict(cfg, STAIRCASE_FIELDS, prefix=prefix)
-    if s["kind"] == "list" and not s["values"]:
+    read = strict(cfg, settings_of(StaircaseSettings), prefix=prefix)
+    if read["kind"] == "list" and not read["values"]:
         raise ConfigError(f"{prefix}.values", f"kind=list needs a list of radii; allowed: a non-empty list of radii "
                                               f">= 1, e.g. {prefix}.values=[1,2,4,8]")
-    if s["kind"] != "list" and s["k_max"] < s["k_min"]:
-        raise ConfigError(f"{prefix}.k_max", f"got {s['k_max']}, below {prefix}.k_min={s['k_min']}; allowed: an "
-                                             f"integer >= {prefix}.k_min ({s['k_min']})")
-    return StaircaseSettings(kind=s["kind"], k_min=s["k_min"], k_max=s["k_max"], step=s["step"], ratio=s["ratio"],
-                             values=tuple(s["values"] or ()), include_n=s["include_n"],
-                             dense_until=s["dense_until"] or 1, key=prefix)
+    if read["kind"] != "list" and read["k_max"] < read["k_min"]:
+        raise ConfigError(f"{prefix}.k_max", f"got {read['k_max']}, below {prefix}.k_min={read['k_min']}; allowed: an "
+                                             f"integer >= {prefix}.k_min ({read['k_min']})")
+    return StaircaseSettings(**{**read, "values": tuple(read["values"] or ()), "dense_until": read["dense_until"] or 1},
+                             key=prefix)
 
 
 # ------------------------------------------------------------------------------------ certificate
@@ -276,3 +253,14 @@ def refuse_explicit_options(cert: CertificateSettings, keys: Any, *, key: str = 
                                               f"{', '.join(owners)}); allowed: "
                                               f"{', '.join(CERTIFICATES[cert.name].options) or 'none'} (the options "
                                               f"of {cert.name})")
+
+
+# The tables of the sections declared in dataclass fields, under the names they had as tables:
+# read from the dataclass on every access, so they cannot drift from it (no second copy).
+_TABLES = {"TRAIN_FIELDS": TrainSettings, "STAIRCASE_FIELDS": StaircaseSettings}
+
+
+def __getattr__(name: str) -> dict[str, Field]:
+    if name in _TABLES:
+        return settings_of(_TABLES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
