@@ -41,7 +41,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from certdp import results, tune_malloc
+from certdp import commands, results, tune_malloc
 from certdp.errors import ConfigError
 from certdp.runs import (LANDED, PARSED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
                          ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
@@ -51,29 +51,8 @@ from certdp.settings.compose import _group_options, compose_and_parse, split_com
 log = logging.getLogger("certdp")
 results.register_resolvers()      # ${certdp.uid:} and ${certdp.incomplete:} of configs/base.yaml
 
-# command -> (runner "module:function", one-line description, two examples)
-COMMANDS: dict[str, tuple[str, str, tuple[str, str]]] = {
-    "agtr": ("certdp.methods.agtr:run", "AGT-R private prediction (regression): envelopes, smooth sensitivity, noisy releases.",
-             ("certdp agtr dataset=california", "certdp agtr -m privacy.epsilons=[1] train.clip=0.5,1.0")),
-    "certify": ("certdp.methods.agtr:run_certify", "Envelopes T_k and the sensitivity staircase only (no noise).",
-                ("certdp certify dataset=linear staircase.k_max=64", "certdp certify --cfg job")),
-    "pate": ("certdp.methods.pate:run", "PATE-R, PATE-AGT-R and amplified single-shard AGT-R (shards T).",
-             ("certdp pate dataset=linear", "certdp pate dataset=california pate.shards=[1,2,4]")),
-    "feasibility": ("certdp.methods.feasibility:run", "Critical ratios SS/Delta of Theorems 3.2 and 3.3 (no data).",
-                    ("certdp feasibility", "certdp feasibility feasibility.delta=1e-6")),
-    "audit": ("certdp.methods.audit:run", "Retrain neighbouring datasets and check the certificate (exit 1 on violation).",
-              ("certdp audit dataset=linear audit.repeats=50", "certdp audit certificate=crown")),
-    "ags": ("certdp.methods.ags:run", "AGS private learning: release certified parameters with smooth-sensitivity noise.",
-            ("certdp ags dataset=mnist5", "certdp ags dataset=blobs certificate.frequency=5")),
-    "dpsgd": ("certdp.methods.dpsgd:run", "DP-SGD baselines (matched and optimised).",
-              ("certdp dpsgd dataset=mnist5", "certdp dpsgd dataset=blobs")),
-    "dpaudit": ("certdp.methods.dpaudit:run", "Empirical DP audit: a release end to end on two neighbouring datasets, "
-                "a Clopper-Pearson lower bound on epsilon beside the claim (exit 1 if above).",
-                ("certdp dpaudit dataset=linear privacy.epsilons=[1]",
-                 "certdp dpaudit dataset=blobs dpaudit.query=parameter")),
-    "hybrid": ("certdp.methods.hybrid:run", "SST-2 hybrid: DP-LoRA encoder + AGS head.",
-               ("certdp hybrid profile=cpu", "certdp hybrid")),
-}
+# the commands that run one job each: one registry entry per command (certdp/commands/)
+COMMANDS = commands.registry()
 
 # the commands that are not one runner each (certdp list and usage errors name them all)
 EXTRA_COMMANDS = ("rerun", "resume", "predict", "figures", "list")
@@ -133,7 +112,7 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         validate_overrides(overrides)
         if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
             configs: list = []
-            jobs = compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+            jobs = compose_and_parse(COMMANDS[command], overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
                                      config_path=cdir, config_name=config_name or command, configs=configs)
             PARSED.extend(zip(configs, jobs))         # each job runs on these settings (parsed once)
     except ConfigError as e:
@@ -144,7 +123,7 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         from hydra.core.hydra_config import HydraConfig
         tune_malloc()                 # a launcher's worker process runs only this function
         hc = HydraConfig.get()
-        execute(command, COMMANDS[command][0], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
+        execute(COMMANDS[command], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
 
     old = sys.argv
     sys.argv = ["certdp"] + flags + [_stage_override(a) for a in overrides]
@@ -169,28 +148,25 @@ def dispatch(command: str, args: list[str], *, config_path: str | None = None, c
         sys.argv = old
 
 
-def _settings_help(command: str) -> str:
-    """The sections ``command`` reads, from the declarations' table of sections."""
-    from certdp.settings.experiment import SECTIONS
-    from certdp.settings.hybrid import TOP
-    sections = {"feasibility": ("dataset", "feasibility"), "hybrid": TOP}.get(command) or SECTIONS[command]
-    return (f"Settings: the top-level run options and the sections {', '.join(sections)}; `certdp list settings "
-            f"{command}` lists every key with its default, allowed values and help (docs/settings.md).")
+def _settings_help(entry: "commands.Command") -> str:
+    """The sections the command reads (its registry entry's)."""
+    return (f"Settings: the top-level run options and the sections {', '.join(entry.sections)}; `certdp list settings "
+            f"{entry.name}` lists every key with its default, allowed values and help (docs/settings.md).")
 
 
-def _make_command(name: str):
-    target, desc, (ex1, ex2) = COMMANDS[name]
+def _make_command(entry: "commands.Command"):
+    ex1, ex2 = entry.examples
 
     def _cmd(ctx: typer.Context):
-        dispatch(name, list(ctx.args))
+        dispatch(entry.name, list(ctx.args))
 
-    _cmd.__name__ = name
-    _cmd.__doc__ = f"{desc}\n\n{GROUPS_HELP}\n\n{_settings_help(name)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
-    app.command(name=name, context_settings=CTX)(_cmd)
+    _cmd.__name__ = entry.name
+    _cmd.__doc__ = f"{entry.summary}\n\n{GROUPS_HELP}\n\n{_settings_help(entry)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
+    app.command(name=entry.name, context_settings=CTX)(_cmd)
 
 
-for _name in COMMANDS:
-    _make_command(_name)
+for _entry in COMMANDS.values():
+    _make_command(_entry)
 
 
 def _replay(command: str, primary: dict, args: list[str], *, label: str) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import logging
 import os
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 import typer
 
 from certdp import __version__, checkpoint, results
+from certdp.commands import Command
 from certdp.errors import ConfigError
 from certdp.settings import parse as parse_settings
 from certdp.signals import (Interrupted, deferred_signals, handle_signals, ignore_signals, interrupt_now,  # noqa: F401
@@ -324,7 +324,7 @@ class RunGuard(_HydraCallback):
 PARSED: list[tuple[dict, object]] = []
 
 
-def job_settings(command: str, d: dict, job: int):
+def job_settings(command: "str | Command", d: dict, job: int):
     """The settings of job ``job`` (its resolved config ``d``): the CLI's parse of it when the
     config it composed for that job is this one, so a job is parsed once; parsed here otherwise
     (a job launched in another process, or ``execute`` called without the CLI).  ``run`` differs
@@ -338,20 +338,22 @@ def job_settings(command: str, d: dict, job: int):
             from certdp.settings.base import run_fields
             run = dataclasses.replace(settings.run, run=run_fields()["run"].parse(d.get("run"), "run"))
             return dataclasses.replace(settings, run=run)
-    return parse_settings(command, d)
+    return command.parse(d) if isinstance(command, Command) else parse_settings(command, d)
 
 
-def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> None:
+def execute(entry: Command, cfg, out_dir: Path, *, job: int = -1) -> None:
     """Run one job (called inside Hydra with its output folder, the run's staging folder):
     compute, write every file into the staging folder, then move it into place.
 
     Every refusal is one line and exit 2 (bad settings, missing data, a taken run folder, a
     write error such as a full disk); SIGINT/SIGTERM exit 130/143.  In each of these cases the
-    staging folder is deleted, so no partial results remain.  ``job``: the job's number in the
-    command line (:func:`job_settings`)."""
+    staging folder is deleted, so no partial results remain.  ``entry``: the command (its
+    registry entry: settings parser, runner); ``job``: the job's number in the command line
+    (:func:`job_settings`)."""
     from omegaconf import OmegaConf
 
     from certdp.data.sources import DataUnavailable
+    command = entry.name
     paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
     STAGED["paths"] = None              # from here on execute cleans up after itself
     session: checkpoint.Session | None = None
@@ -363,7 +365,7 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
             overwrite = _overwrite_flag(cfg.get("overwrite", False))
             _refuse_long_names(paths.final, out_root)
             d = OmegaConf.to_container(cfg, resolve=True)
-            settings = job_settings(command, d, job)
+            settings = job_settings(entry, d, job)
             from certdp import resuming
             if settings.run.resume and resuming.holds_this_run(paths.final, command, d) \
                     and not results.resumable_dir(paths.final).exists():
@@ -372,9 +374,8 @@ def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> 
                 say(f"certdp {command}: {paths.final} already holds this run (same settings and inputs), kept")
                 return
             _refuse_taken(paths, overwrite, resume=settings.run.resume)
-            mod_name, fn_name = target.split(":")
             try:
-                runner = getattr(importlib.import_module(mod_name), fn_name)
+                runner = entry.load_runner()
             except ModuleNotFoundError:
                 fail(f"{command}: not available in this build; allowed: the commands `certdp --help` lists")
             inputs = results.input_records(d)        # the files as this run reads them (run.json)

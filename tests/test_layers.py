@@ -13,7 +13,10 @@ in the house plan (ARCHITECTURE.md) and as the imports are:
 3. ``training``, ``agt`` (the nominal algorithm and its envelopes)
 4. ``privacy`` (staircases, mechanisms, accountants, DP-SGD noise)
 5. ``settings`` (the one settings entrance)
-6. ``certify``, ``baselines`` (the certification layer and the private-learning baselines)
+6. ``certify``, ``baselines`` (the certification layer and the private-learning baselines),
+   ``estimate`` (a run's cost from its settings) and ``commands`` (one registry entry per command:
+   its settings parser, its cost model, its runner named as ``"module:function"`` and imported
+   only when it runs, so that no entry imports a runner)
 7. ``methods`` (one runner per command; leaves)
 8. interface: ``signals``, ``runs``, ``resuming``, ``figure_times``, ``cli``, ``listing``, ``figures``, ``plots``
 
@@ -39,7 +42,7 @@ LAYERS = [
     ("training", ("certdp.training", "certdp.agt")),
     ("privacy", ("certdp.privacy",)),
     ("settings", ("certdp.settings",)),
-    ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate")),
+    ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate", "certdp.commands")),
     ("methods", ("certdp.methods",)),
     ("interface", ("certdp.signals", "certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.listing",
                    "certdp.figures", "certdp.plots")),

@@ -37,14 +37,15 @@ def _run(argv: list[str], tmp_path) -> tuple[int, str]:
 
 @pytest.fixture
 def parses(monkeypatch):
-    """Every call of the experiment settings parser, counted."""
+    """Every parse of a command's settings (its registry entry's parser, the CLI's one entrance), counted."""
+    from certdp.commands import Command
     calls = []
-    real = S.experiment_settings
+    real = Command.parse
 
-    def counting(command, cfg):
-        calls.append(command)
-        return real(command, cfg)
-    monkeypatch.setattr(S, "experiment_settings", counting)
+    def counting(self, cfg):
+        calls.append(self.name)
+        return real(self, cfg)
+    monkeypatch.setattr(Command, "parse", counting)
     return calls
 
 
@@ -68,13 +69,14 @@ def test_a_job_whose_config_differs_from_the_cli_parse_is_parsed_again(parses):
     from certdp.settings.compose import compose_and_parse
     cli.results.register_resolvers()
     configs: list = []
-    (st,) = compose_and_parse("certify", SMALL + ["train.steps=2"], multirun=False, config_path=str(S.config_dir()),
+    certify = cli.COMMANDS["certify"]
+    (st,) = compose_and_parse(certify, SMALL + ["train.steps=2"], multirun=False, config_path=str(S.config_dir()),
                               config_name="certify", configs=configs)
     PARSED[:] = [(configs[0], st)]
     try:
-        same = job_settings("certify", {**configs[0], "run": "elsewhere"}, 0)
+        same = job_settings(certify, {**configs[0], "run": "elsewhere"}, 0)
         assert same.train == st.train and same.run.run == "elsewhere" and len(parses) == 1
         changed = {**configs[0], "train": {**configs[0]["train"], "steps": 3}}
-        assert job_settings("certify", changed, 0).train.steps == 3 and len(parses) == 2
+        assert job_settings(certify, changed, 0).train.steps == 3 and len(parses) == 2
     finally:
         PARSED.clear()

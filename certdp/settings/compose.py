@@ -178,14 +178,15 @@ def _parse_overrides(overrides: list[str], *, multirun: bool) -> None:
                                    f"range(start,stop,step), choice(a,b) or glob(pattern)")
 
 
-def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, config_path: str,
+def compose_and_parse(command, overrides: list[str], *, multirun: bool, config_path: str,
                       config_name: str, configs: list | None = None) -> list:
     """Compose every job of the command line and parse its settings before Hydra runs any:
     a bad value in the third job of a sweep refuses the whole sweep before the first job
     writes anything, and Hydra's own errors (syntax, unknown keys, interpolations) become one
     line.  Returns the settings of every job, in Hydra's job order (each job runs on these, not on
     a second parse: :func:`certdp.runs.job_settings`); ``configs``, when given, receives the
-    composed config of every job.  Raises :class:`ConfigError` naming the key of the first
+    composed config of every job.  ``command``: the command's registry entry (its settings
+    parser, :class:`certdp.commands.Command`) or its name (:func:`certdp.settings.parse`).  Raises :class:`ConfigError` naming the key of the first
     problem."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -196,6 +197,7 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
     from omegaconf.errors import OmegaConfBaseException
 
     _parse_overrides(overrides, multirun=multirun)
+    parse_job = command.parse if hasattr(command, "parse") else (lambda d: parse(command, d))
     out = []
     GlobalHydra.instance().clear()
     try:
@@ -219,7 +221,7 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
                 except (HydraException, OmegaConfBaseException) as e:
                     key, what = _hydra_error(e)
                     raise ConfigError(key, what) from None
-                out.append(parse(command, d))
+                out.append(parse_job(d))
                 if configs is not None:
                     configs.append(d)
                 cert = getattr(out[-1], "certificate", None)
