@@ -43,8 +43,10 @@ import typer
 
 from certdp import commands, results, tune_malloc
 from certdp.errors import ConfigError
-from certdp.runs import (LANDED, PARSED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
-                         ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
+from certdp.job import CommandLine
+from certdp.runs import (STDOUT, GuardedStdout, console_log, fail, io_error_message, say, stdout_problem,
+                         stdout_warning)
+from certdp.signals import Signals, ignore_signals
 from certdp.settings import config_dir
 from certdp.settings.compose import _group_options, compose_and_parse, split_command_line, validate_overrides
 
@@ -97,54 +99,53 @@ def _stage_override(arg: str) -> str:
     return f"{key}={val}${{certdp.incomplete:}}"
 
 
-def dispatch(command: str, args: list[str], *, config_path: str | None = None, config_name: str | None = None) -> None:
+def dispatch(command: str, args: list[str], *, signals: Signals | None = None, config_path: str | None = None,
+             config_name: str | None = None) -> None:
     """Run ``command`` through ``hydra.main`` with ``args`` as Hydra's command line (the
     primary config ``configs/<command>.yaml`` unless ``config_path``/``config_name`` say
-    otherwise).  Every job of the command line is composed and checked first
-    (:func:`certdp.settings.compose.compose_and_parse`); a command line that only prints
-    (``--cfg``, ``--info``) goes to Hydra as it is."""
+    otherwise), as one :class:`~certdp.job.CommandLine`.  Every job of the command line is
+    composed and checked first (:func:`certdp.settings.compose.compose_and_parse`); a command
+    line that only prints (``--cfg``, ``--info``) goes to Hydra as it is."""
     import hydra
+    from hydra.core.hydra_config import HydraConfig
 
     cdir = config_path or str(config_dir())
-    PARSED.clear()
+    line = CommandLine(COMMANDS[command], signals or Signals())
     try:
         flags, overrides = split_command_line(command, args)
         validate_overrides(overrides)
         if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
             configs: list = []
-            jobs = compose_and_parse(COMMANDS[command], overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+            jobs = compose_and_parse(line.command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
                                      config_path=cdir, config_name=config_name or command, configs=configs)
-            PARSED.extend(zip(configs, jobs))         # each job runs on these settings (parsed once)
+            line.parsed = list(zip(configs, jobs))      # each job runs on these settings (parsed once)
     except ConfigError as e:
         fail(str(e))
 
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
-        from hydra.core.hydra_config import HydraConfig
         tune_malloc()                 # a launcher's worker process runs only this function
         hc = HydraConfig.get()
-        execute(COMMANDS[command], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
+        line.execute(cfg, Path(hc.runtime.output_dir), number=int(hc.job.get("num", 0) or 0))
 
     old = sys.argv
     sys.argv = ["certdp"] + flags + [_stage_override(a) for a in overrides]
-    LANDED.clear()
+    HydraConfig.instance().cfg = None            # the folder Hydra records from here on is this command line's
     try:
-        with handle_signals(), console_log():
+        with line.signals.handled(), console_log():
             try:
                 _job()
             except KeyboardInterrupt as e:   # before or after a job (composition, launcher)
                 ignore_signals()
-                if STAGED["paths"] is not None:
-                    results.discard(STAGED["paths"])
-                interrupted(e, f"the {len(LANDED)} runs before it are complete" if LANDED else "no run was completed")
+                line.discard_unstarted()
+                n = len(line.landed)
+                line.signals.interrupted(e, f"the {n} runs before it are complete" if n else "no run was completed")
             except SystemExit as e:
                 if e.code in (0, 1, None):   # the runs landed (1: a finding such as an audit violation)
-                    stdout_warning(LANDED)
+                    stdout_warning(line.landed)
                 raise
-        stdout_warning(LANDED)
+        stdout_warning(line.landed)
     finally:
-        STAGED["paths"] = None
-        PARSED.clear()
         sys.argv = old
 
 
@@ -158,7 +159,7 @@ def _make_command(entry: "commands.Command"):
     ex1, ex2 = entry.examples
 
     def _cmd(ctx: typer.Context):
-        dispatch(entry.name, list(ctx.args))
+        dispatch(entry.name, list(ctx.args), signals=ctx.obj)
 
     _cmd.__name__ = entry.name
     _cmd.__doc__ = f"{entry.summary}\n\n{GROUPS_HELP}\n\n{_settings_help(entry)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
@@ -169,7 +170,7 @@ for _entry in COMMANDS.values():
     _make_command(_entry)
 
 
-def _replay(command: str, primary: dict, args: list[str], *, label: str) -> None:
+def _replay(command: str, primary: dict, args: list[str], *, label: str, signals: Signals | None = None) -> None:
     """Run ``command`` with ``primary`` (a recorded config) as Hydra's primary config, written to a
     temporary folder for the run's duration: what ``certdp rerun`` and ``certdp resume`` do."""
     import tempfile
@@ -181,10 +182,10 @@ def _replay(command: str, primary: dict, args: list[str], *, label: str) -> None
     except OSError as e:
         fail(f"TMPDIR: cannot write a temporary config ({e.strerror or e}); allowed: a writable TMPDIR")
     with tmp_ctx:
-        dispatch(command, list(args), config_path=tmp_ctx.name, config_name=label)
+        dispatch(command, list(args), signals=signals, config_path=tmp_ctx.name, config_name=label)
 
 
-def rerun(run_dir: str, args: list[str]) -> None:
+def rerun(run_dir: str, args: list[str], signals: Signals | None = None) -> None:
     """Repeat a run from its ``config.yaml`` in a new run folder (:func:`certdp.resuming.rerun_config`
     says what is checked and replayed).  Same config and seed, so the same CSVs."""
     from certdp.resuming import rerun_config
@@ -195,7 +196,7 @@ def rerun(run_dir: str, args: list[str]) -> None:
     for w in warnings:
         typer.echo(f"certdp: warning: {w}", err=True)
     say(f"certdp rerun: {command} from {src}")
-    _replay(command, primary, args, label="rerun")
+    _replay(command, primary, args, label="rerun", signals=signals)
 
 
 @app.command("rerun", context_settings=CTX)
@@ -213,10 +214,10 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
 
       certdp rerun outputs/agtr/linear/2026-01-31_12-00-00_3fa9 out_root=/tmp/check
     """
-    rerun(run_dir, list(ctx.args))
+    rerun(run_dir, list(ctx.args), ctx.obj)
 
 
-def resume(run_dir: str, args: list[str]) -> None:
+def resume(run_dir: str, args: list[str], signals: Signals | None = None) -> None:
     """Continue an interrupted run from its checkpoint (``<run>.resumable``, written by
     :mod:`certdp.checkpoint`): the recorded config is replayed with ``resume=true`` and the run's
     own name and out_root, so it lands where the interrupted run would have landed, with the CSVs
@@ -227,7 +228,7 @@ def resume(run_dir: str, args: list[str]) -> None:
     except ConfigError as e:
         fail(str(e))
     say(f"certdp resume: {command} from {ck}")
-    _replay(command, primary, args, label="resume")
+    _replay(command, primary, args, label="resume", signals=signals)
 
 
 @app.command("resume", context_settings=CTX)
@@ -247,7 +248,7 @@ def resume_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="R
 
       certdp resume outputs/agtr/california/2026-01-31_12-00-00_3fa9.resumable checkpoint_minutes=2
     """
-    resume(run_dir, list(ctx.args))
+    resume(run_dir, list(ctx.args), ctx.obj)
 
 
 PREDICT_USAGE = "SOURCE --input TABLE [--output FILE [--overwrite]] [--mechanism NAME] [--epsilon EPS]"
@@ -389,14 +390,15 @@ def figures_cmd(ctx: typer.Context,
             list_figures(profile, echo=say, out_root=opts["out_root"], resolve=F.resolve,
                          load=lambda _: {n: e for n, e in exps.items() if not names or n in names})
             return
-        with handle_signals():
+        signals = ctx.obj or Signals()
+        with signals.handled():
             try:
                 entries = F.figures(names, profile=profile, out_root=opts["out_root"], jobs=jobs,
                                     launcher=opts["launcher"], launcher_args=tuple(launcher_args),
                                     plot_only=plot_only, echo=say)
             except KeyboardInterrupt as e:
                 ignore_signals()
-                interrupted(e, "finished runs are kept; run the same command again to resume")
+                signals.interrupted(e, "finished runs are kept; run the same command again to resume")
     except ValueError as e:
         fail(str(e))
     except OSError as e:
@@ -437,10 +439,11 @@ def main() -> None:
     STDOUT.update(error=None, reported=False)       # a fresh command (main may run several times in one process)
     old = sys.stdout
     sys.stdout = GuardedStdout(old)
+    signals = Signals()                             # this command line's SIGINT and SIGTERM
     try:
-        with handle_signals():
+        with signals.handled():
             try:
-                rv = app(standalone_mode=False, prog_name="certdp")
+                rv = app(standalone_mode=False, prog_name="certdp", obj=signals)
                 code = rv if isinstance(rv, int) else 0
             except cx.NoArgsIsHelpError:                  # bare `certdp`: one line, as every refusal
                 fail(f"COMMAND: missing; allowed: {', '.join(list(COMMANDS) + list(EXTRA_COMMANDS))} (`certdp "
@@ -453,12 +456,12 @@ def main() -> None:
                 code = 1
             except KeyboardInterrupt as e:
                 ignore_signals()
-                interrupted(e, "nothing was written")
+                signals.interrupted(e, "nothing was written")
             except ConfigError as e:
                 fail(str(e))
-            if code == 130 and last_signal() is not None:     # typer turned an interrupt into exit 130
+            if code == 130 and signals.last is not None:      # typer turned an interrupt into exit 130
                 ignore_signals()
-                interrupted(KeyboardInterrupt(), "nothing was written")
+                signals.interrupted(KeyboardInterrupt(), "nothing was written")
             sys.stdout.flush()
             if STDOUT["error"] is not None and not STDOUT["reported"] and code == 0:
                 fail(f"stdout: the output could not be written ({stdout_problem()}); allowed: a standard output "

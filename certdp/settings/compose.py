@@ -184,7 +184,7 @@ def compose_and_parse(command, overrides: list[str], *, multirun: bool, config_p
     a bad value in the third job of a sweep refuses the whole sweep before the first job
     writes anything, and Hydra's own errors (syntax, unknown keys, interpolations) become one
     line.  Returns the settings of every job, in Hydra's job order (each job runs on these, not on
-    a second parse: :func:`certdp.runs.job_settings`); ``configs``, when given, receives the
+    a second parse: :meth:`certdp.job.CommandLine.settings_of`); ``configs``, when given, receives the
     composed config of every job.  ``command``: the command's registry entry (its settings
     parser, :class:`certdp.commands.Command`) or its name (:func:`certdp.settings.parse`).  Raises :class:`ConfigError` naming the key of the first
     problem."""
