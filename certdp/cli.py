@@ -114,9 +114,9 @@ def dispatch(command: str, args: list[str], *, signals: Signals | None = None, c
     try:
         flags, overrides = split_command_line(command, args)
         validate_overrides(overrides)
-        if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
+        if not any(f in flags for f in ("--cfg", "--info", "--config-dir")):     # (split_command_line: long names)
             configs: list = []
-            jobs = compose_and_parse(line.command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+            jobs = compose_and_parse(line.command, overrides, multirun="--multirun" in flags,
                                      config_path=cdir, config_name=config_name or command, configs=configs)
             line.parsed = list(zip(configs, jobs))      # each job runs on these settings (parsed once)
     except ConfigError as e:
