@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_[0-9a-f]+$")
 
 RUNS = {
     "agtr_linear": ["agtr", "dataset=linear", "train.steps=20", "staircase.k_max=8", "privacy.n_draws=20"],
@@ -65,9 +67,8 @@ def listing(d: Path) -> list[str]:
     rows = []
     for f in sorted((d / "out").rglob("*.csv")):
         rel = f.relative_to(d / "out")
-        # the run's folder name carries a time stamp: keep the run name and the path inside the run
-        parts = rel.parts
-        key = "/".join((parts[0],) + tuple(p for p in parts[2:]))
+        # the run's folder name carries a time stamp: keep every other part of the path
+        key = "/".join(p for p in rel.parts if not STAMP.match(p))
         rows.append(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {key}")
     return sorted(rows, key=lambda r: r.split("  ", 1)[1])
 

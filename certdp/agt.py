@@ -184,13 +184,21 @@ def _chunks(n_k: int, b: int, p: int, factor: float = 2, budget_bytes: float | N
     return max(1, min(n_k, int(budget // max(per_radius, 1))))
 
 
+def _even_chunks(n: int, chunk: int) -> list[tuple[int, int]]:
+    """(start, stop) of chunks of at most ``chunk`` rows, all of one size: the last one starts
+    earlier and overlaps its predecessor (each row's bounds depend on that row alone), so that a
+    compiled engine sees a single shape and never recompiles for a remainder."""
+    parts = -(-n // max(chunk, 1))
+    size = -(-n // parts)
+    return [(min(s, n - size), min(s, n - size) + size) for s in range(0, n, size)]
+
+
 def _one_step(cert: Certificate, model, lo, hi, xb, yb, ks, settings, chunk):
     """Boxes after one step for all radii, one ``step_bounds`` call per chunk of radii."""
     new_lo, new_hi = torch.empty_like(lo), torch.empty_like(hi)
-    for s in range(0, lo.shape[0], chunk):
-        sl = slice(s, s + chunk)
-        nb = cert.step_bounds(model, Interval(lo[sl], hi[sl]), xb, yb, subs=ks[sl], settings=settings)
-        new_lo[sl], new_hi[sl] = nb.lo, nb.hi
+    for a, z in _even_chunks(lo.shape[0], chunk):
+        nb = cert.step_bounds(model, Interval(lo[a:z], hi[a:z]), xb, yb, subs=ks[a:z], settings=settings)
+        new_lo[a:z], new_hi[a:z] = nb.lo, nb.hi
     return new_lo, new_hi
 
 
@@ -348,14 +356,10 @@ def _box_loop(cert, model, lo, hi, theta, cover, x, y, plan, blocks, ks, setting
         slack = (cert.nesting_slack(model, settings=settings, b=b, k_max=int(q_live[-1]), magnitude=mag,
                                     steps=len(block)) if cert.nesting_monotone else 0.0)
         wid = grade[:n_live] * slack
-        lo = torch.empty_like(lo)
-        hi = torch.empty_like(hi)
-        lo[:n_live] = torch.maximum(nb.lo - wid, c_lo)
-        hi[:n_live] = torch.minimum(nb.hi + wid, c_hi)
+        lo, hi = torch.empty_like(lo), torch.empty_like(hi)
+        lo[:n_live], hi[:n_live] = torch.maximum(nb.lo - wid, c_lo), torch.minimum(nb.hi + wid, c_hi)
         lo[n_live:], hi[n_live:] = c_lo, c_hi
-        # T_k is valid for every radius below k as well: intersect downwards (radius 0 apart).
-        lo[1:] = torch.flip(torch.cummax(torch.flip(lo[1:], [0]), 0).values, [0])
-        hi[1:] = torch.flip(torch.cummin(torch.flip(hi[1:], [0]), 0).values, [0])
+        lo, hi = _intersect_down(lo, hi)        # T_k is valid for every radius below k as well
         theta = new_theta
         check_boxes(cert, lo, hi, theta, step=block[-1])
         clock.tick(len(block))
@@ -470,19 +474,16 @@ def _run_ledger(cert, model, start: Interval, cover, theta, x, y, plan, order, q
             n_c = len(qs) - n_led
             trace.append((torch.cat([X.lo, c_lo.expand(n_c, -1)], 0)[1:], torch.cat([X.hi, c_hi.expand(n_c, -1)], 0)[1:]))
         shift = L.expand(-1, B_lo.shape[1])
-        if n_led <= chunk:
-            nb = cert.ledger_step_bounds(model, Interval(B_lo, B_hi), xb, yb, domain=X, shift=shift, settings=settings)
-        else:
-            parts = [cert.ledger_step_bounds(model, Interval(B_lo[i:i + chunk], B_hi[i:i + chunk]), xb, yb,
-                                             domain=Interval(X.lo[i:i + chunk], X.hi[i:i + chunk]),
-                                             shift=shift[i:i + chunk], settings=settings)
-                     for i in range(0, n_led, chunk)]
-            nb = Interval(torch.cat([q.lo for q in parts], 0), torch.cat([q.hi for q in parts], 0))
+        n_lo, n_hi = torch.empty_like(B_lo), torch.empty_like(B_hi)
+        for a, z in _even_chunks(n_led, chunk):
+            q = cert.ledger_step_bounds(model, Interval(B_lo[a:z], B_hi[a:z]), xb, yb,
+                                        domain=Interval(X.lo[a:z], X.hi[a:z]), shift=shift[a:z], settings=settings)
+            n_lo[a:z], n_hi[a:z] = q.lo, q.hi
         theta = clipped_step(model, theta, xb, yb, settings)
         c_lo, c_hi = trivial_step(c_lo, c_hi, settings)
         m = margin()
         wid = wgrade * slack(float(torch.maximum(c_hi.abs(), c_lo.abs()).max()))
-        B_lo, B_hi = _intersect_down(nb.lo - m - wid, nb.hi + m + wid)
+        B_lo, B_hi = _intersect_down(n_lo - m - wid, n_hi + m + wid)
         check_boxes(cert, B_lo, B_hi, theta, step=t)       # B contains psi_t, which is theta_t for D itself
         s += 1
         if clock is not None:

@@ -349,10 +349,13 @@ def list_cmd(what: Annotated[Optional[str], typer.Argument(
 @app.command("figures", context_settings=CTX)
 def figures_cmd(ctx: typer.Context,
                 list_: bool = typer.Option(False, "--list", help="List the figures (those named, or all) and their runs, then exit."),
-                plot_only: bool = typer.Option(False, "--plot-only", help="Draw from existing runs only.")):
-    """Every paper figure: run what is missing (resume), draw outputs/figures/<name>.{png,pdf,csv}
-    and the gallery outputs/figures/index.html.  Not a Hydra command; arguments are figure
-    names and key=value settings: profile=quick|paper (default paper), jobs=N (runs at once),
+                plot_only: bool = typer.Option(False, "--plot-only", help="Draw from existing runs only."),
+                compare: bool = typer.Option(False, "--compare", help="Redraw and rewrite the paper-vs-certdp table "
+                                             "(figures/reproduction.{csv,md}) from existing runs; runs nothing.")):
+    """Every paper figure: run what is missing (resume), draw outputs/figures/<name>.{png,pdf,csv},
+    the gallery outputs/figures/index.html and the paper's values beside certdp's in
+    outputs/figures/reproduction.{csv,md} (--compare: from existing runs).  Not a Hydra command;
+    arguments are figure names and key=value settings: profile=quick|paper (default paper), jobs=N (runs at once),
     launcher=basic|joblib|submitit_local|submitit_slurm (each run a one-job Hydra multirun;
     hydra.launcher.*=... are passed on), out_root=DIR.
 
@@ -375,7 +378,7 @@ def figures_cmd(ctx: typer.Context,
                 fail(f"figures: unknown setting '{k}'; allowed: {', '.join(opts)}, hydra.launcher.*")
             opts[k] = v
         elif a.startswith("-"):
-            fail(f"figures: unknown option '{a}'; allowed: --list, --plot-only, figure names and key=value settings")
+            fail(f"figures: unknown option '{a}'; allowed: --list, --plot-only, --compare, figure names and key=value settings")
         else:
             names.append(a)
     from certdp.data.params import choice, integer
@@ -395,7 +398,7 @@ def figures_cmd(ctx: typer.Context,
             try:
                 entries = F.figures(names, profile=profile, out_root=opts["out_root"], jobs=jobs,
                                     launcher=opts["launcher"], launcher_args=tuple(launcher_args),
-                                    plot_only=plot_only, echo=say)
+                                    plot_only=plot_only or compare, echo=say)
             except KeyboardInterrupt as e:
                 ignore_signals()
                 signals.interrupted(e, "finished runs are kept; run the same command again to resume")

@@ -17,28 +17,24 @@ function that draws it::
         profiles:                       # per profile: overrides added, sweep replaced
           quick: {overrides: [privacy.n_draws=20], sweep: {...}}
           paper: {}
+    paper: [...]                        # the paper's values: markers "paper", figures/reproduction.{csv,md}
 
-Resume.  Every run is composed with Hydra's compose API first; its run directory is
-``<out_root>/<command>/<dataset>/fig-<hash>`` with ``hash`` a digest of the *resolved* config
-(without ``run``, ``out_root``, ``overwrite`` and ``progress``), so the same resolved config always
-lands in the same directory, whatever the profile or figure that asks for it.  A run is skipped
-when its ``done.json`` marker and every expected CSV exist.  A certdp run appears in its directory
-only when complete (staged, then renamed: :mod:`certdp.results`) and ``done.json`` is written only
-after the subprocess exits 0; a run without the marker (interrupted before the marker, failed, or
-left by an older certdp) is run again with ``overwrite=true``, which replaces that directory
-in one step.  The subprocess's output goes to ``fig-<hash>.stdout.txt`` beside the run and is
-moved into the run directory (``stdout.txt``) once the run is done.
+Resume.  A run's directory is ``<out_root>/<command>/<dataset>/fig-<hash>``, ``hash`` a digest of
+the config *resolved* by Hydra's compose API (without ``run``, ``out_root``, ``overwrite`` and
+``progress``): the same resolved config always lands in the same directory.  A run is skipped
+when its ``done.json`` marker and every expected CSV exist; a run appears only when complete
+(:mod:`certdp.results`) and ``done.json`` only after the subprocess exits 0.  A run without the
+marker (interrupted, failed, or left by an older certdp) is run again with ``overwrite=true``,
+which replaces it in one step; its output goes to ``fig-<hash>.stdout.txt`` (then ``stdout.txt``).
 
 Runs execute as subprocesses of the CLI (``python -m certdp.cli <command> ... run=fig-<hash>``),
-``jobs`` at a time; with ``launcher=joblib|submitit_local|submitit_slurm`` each run is a
-one-job Hydra multirun through that launcher (``-m hydra/launcher=...``, its output directory
-pinned to the run directory), so that ``jobs=64 launcher=submitit_slurm`` runs the grid on a
-cluster.  Then each figure is drawn (``<name>.png``, ``.pdf``, the data behind it as
-``<name>.csv``) and ``index.html`` lists them with caption, commands and run time.
+``jobs`` at a time, or each as a one-job Hydra multirun through ``launcher=joblib|submitit_local|
+submitit_slurm`` (its output directory pinned to the run directory: ``jobs=64 launcher=submitit_slurm``
+runs the grid on a cluster).  Then each figure is drawn (``<name>.png``, ``.pdf``, its data as
+``<name>.csv``) and ``index.html`` lists them with caption, commands, run time and the paper's values.
 
-Signals.  SIGINT and SIGTERM stop ``certdp figures``: no new run starts, the signal is passed on
-to every running child (each in its own session, so a terminal's Ctrl-C reaches it once) and
-``certdp figures`` exits after they have (a second signal kills them); no child is orphaned.
+Signals.  SIGINT and SIGTERM stop ``certdp figures``: no new run starts, every running child (each
+in its own session) gets the signal once, and it exits after they have (a second signal kills them).
 """
 
 from __future__ import annotations
@@ -107,6 +103,7 @@ class FigureSpec:
     runs: list[dict] = field(default_factory=list)
     notes: str = ""
     path: Path | None = None
+    paper: list[dict] = field(default_factory=list)     # the paper's values (certdp.reproduction)
 
     def specs(self, profile: str) -> list[RunSpec]:
         out = []
@@ -138,7 +135,7 @@ def load_experiment(path: Path) -> FigureSpec:
     d = read_experiment(path, profiles=PROFILES)
     return FigureSpec(name=str(d["name"]), title=str(d.get("title", d["name"])), caption=" ".join(str(d["caption"]).split()),
                       plot=str(d["plot"]), label=str(d.get("label", "")), runs=list(d["runs"]),
-                      notes=" ".join(str(d.get("notes", "")).split()), path=Path(path))
+                      notes=" ".join(str(d.get("notes", "")).split()), path=Path(path), paper=list(d.get("paper") or []))
 
 
 def load_experiments(directory: Path | None = None) -> dict[str, FigureSpec]:
@@ -371,12 +368,13 @@ class Runs(dict):
 # ---------------------------------------------------------------------------- drawing
 def draw(exp: FigureSpec, runs: Runs, fig_dir: Path, *, profile: str) -> dict:
     from certdp import results
-    from certdp.plots import PLOTS, style
+    from certdp.plots import PLOTS, paper, style
     if exp.plot not in PLOTS:
         raise ConfigError(f"{exp.path.name if exp.path else exp.name}: plot", f"unknown '{exp.plot}'; allowed: {', '.join(sorted(PLOTS))}")
     style.apply()
     t0 = time.perf_counter()
     fig, data = PLOTS[exp.plot](runs, profile=profile)
+    paper.mark(fig, exp.paper)                       # the paper's points, labelled "paper"
     missing = runs.missing()
     if missing:
         fig.text(0.5, 0.005, "incomplete: no results for " + ", ".join(missing), ha="center", va="bottom",
@@ -490,7 +488,9 @@ def figures(names: list[str] | None = None, *, profile: str = "quick", out_root:
              + (f"; incomplete: {', '.join(entry['missing'])}" if entry["missing"] else "") + ")")
     if entries:
         from certdp.plots.gallery import write_gallery
-        gallery = write_gallery(fig_dir, entries, profile=profile, out_root=out_root)
+        from certdp.reproduction import write_table     # every figure's paper values, from the runs' CSVs
+        table = write_table(exps, out_root, profile=profile, resolved=resolved, resolve=resolve, echo=echo)
+        gallery = write_gallery(fig_dir, entries, profile=profile, out_root=out_root, table=table)
         echo(f"[figures] gallery {gallery}")
     return entries
 

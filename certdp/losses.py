@@ -64,6 +64,9 @@ from certdp.registry import Registry
 
 # float64 unit roundoff: the margin of softmax_bounds is a multiple of it
 _U = 2.0 ** -53
+# classes up to which softmax_bounds works class by class (_softmax_bounds_cols: a graph of ~50C
+# element-wise operations); beyond, the log-cumulative-sum form
+UNROLL_CLASSES = 16
 
 
 def _logsumexp_others(v: torch.Tensor) -> torch.Tensor:
@@ -109,11 +112,89 @@ def softmax_bounds(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, to
     stay an inclusion-monotone family (what CROWN's nesting needs).  A NaN (only from a NaN or
     infinite input box) becomes the trivial bound 0 or 1."""
     C = lo.shape[-1]
+    if 1 < C <= UNROLL_CLASSES:
+        return _softmax_bounds_cols(lo, hi)
     zmag = torch.maximum(lo.abs(), hi.abs()).amax(-1, keepdim=True)
     delta = 4 * _U * (C + 2) * (1 + zmag)
     pl = _logistic(lo - _logsumexp_others(hi) - delta) * (1 - 8 * _U) - _TINY
     pu = _logistic(hi - _logsumexp_others(lo) + delta) * (1 + 8 * _U) + _TINY
-    return torch.nan_to_num(pl, nan=0.0).clamp(0, 1), torch.nan_to_num(pu, nan=1.0).clamp(0, 1)
+    return _unit_lo(pl), _unit_hi(pu)
+
+
+def _others(cols) -> tuple[list, list]:
+    """For the columns v_0..v_{C-1} (C >= 2): per class c the shift s_c = max_{j != c} v_j and
+    t_c = sum_{j != c} exp(v_j - s_c), so that log sum_{j != c} exp(v_j) = s_c + log t_c, with
+    t_c >= 1 (its largest term is exp(0) = 1: no underflow to 0/0, no cancellation).  s_c is the
+    maximum m of all columns except at the unique argmax, where it is the second largest value
+    M2 = min_c s_c; so two exponentials per column suffice, exp(v_j - m) and exp(v_j - M2)."""
+    C = len(cols)
+    pre = [cols[0]]
+    for c in range(1, C - 1):
+        pre.append(torch.maximum(pre[-1], cols[c]))                     # max_{j <= c}
+    suf = [cols[C - 1]]
+    for c in range(C - 2, 0, -1):
+        suf.append(torch.maximum(suf[-1], cols[c]))
+    suf = suf[::-1]                                                     # suf[c - 1] = max_{j >= c}
+    s = [suf[0]] + [torch.maximum(pre[c - 1], suf[c]) for c in range(1, C - 1)] + [pre[C - 2]]
+    m = torch.maximum(cols[0], s[0])
+    m2 = s[0]
+    for c in range(1, C):
+        m2 = torch.minimum(m2, s[c])
+    out = []
+    for shift in (m, m2):
+        e = [torch.exp(v - shift) for v in cols]
+        ps = [e[0]]                                                     # sums over j < c + 1, j > c - 1
+        for c in range(1, C - 1):
+            ps.append(ps[-1] + e[c])
+        ss = [e[C - 1]]
+        for c in range(C - 2, 0, -1):
+            ss.append(ss[-1] + e[c])
+        ss = ss[::-1]
+        out.append([ss[0]] + [ps[c - 1] + ss[c] for c in range(1, C - 1)] + [ps[C - 2]])
+    t = [torch.where(s[c] < m, out[1][c], out[0][c]) for c in range(C)]
+    return s, t
+
+
+def _logistic_over(d: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """sigmoid(d - log t) = 1 / (1 + t e^{-d}) for t >= 1, written without the logarithm:
+    e^{-|d|} never overflows, and below 0 the form e^d / (e^d + t) keeps subnormal results."""
+    e = torch.exp(-d.abs())
+    return torch.where(d >= 0, 1 / (1 + t * e), e / (e + t))
+
+
+def _softmax_bounds_cols(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`softmax_bounds` class by class (C >= 2): no reduction or stack over the class axis
+    until the end, so a compiled caller keeps its own memory layout, and no logarithm.
+
+    ``p_c`` bounds as there, sigmoid(lo_c - L_c(hi) - delta) and sigmoid(hi_c - L_c(lo) + delta),
+    with L_c = s_c + log t_c (:func:`_others`) folded into the logistic (:func:`_logistic_over`).
+    Rounding: the shift differences, each exponential (<= 1 ulp) and the C - 2 additions of t_c
+    perturb the argument by at most u (2 |v_j - s_c| + |d| + C + 4) <= u (6 zmag + C + 4 + 2 delta),
+    inside delta = 4u (C + 2)(1 + zmag); the last two or three operations (t e, 1 + ., the
+    division) are covered by the relative 8u; a subnormal e^{-|d|} errs by less than _TINY.  A
+    NaN (only from a NaN or infinite box) becomes the trivial bound 0 or 1."""
+    ls, hs = lo.unbind(-1), hi.unbind(-1)
+    C = len(ls)
+    zmag = torch.maximum(ls[0].abs(), hs[0].abs())
+    for c in range(1, C):
+        zmag = torch.maximum(zmag, torch.maximum(ls[c].abs(), hs[c].abs()))
+    delta = 4 * _U * (C + 2) * (1 + zmag)
+    sh, th = _others(hs)
+    sl, tl = _others(ls)
+    pl = [_unit_lo(_logistic_over((ls[c] - delta) - sh[c], th[c]) * (1 - 8 * _U) - _TINY) for c in range(C)]
+    pu = [_unit_hi(_logistic_over((hs[c] + delta) - sl[c], tl[c]) * (1 + 8 * _U) + _TINY) for c in range(C)]
+    return torch.stack(pl, -1), torch.stack(pu, -1)
+
+
+def _unit_lo(p: torch.Tensor) -> torch.Tensor:
+    """``nan_to_num(p, nan=0).clamp(0, 1)``, the same numbers (NaN and -inf fail ``p > 0``), as a
+    select that compiles to a vectorised loop."""
+    return torch.where(p > 0, p, 0.0).clamp(max=1.0)
+
+
+def _unit_hi(p: torch.Tensor) -> torch.Tensor:
+    """``nan_to_num(p, nan=1).clamp(0, 1)``, the same numbers (NaN and +inf fail ``p < 1``)."""
+    return torch.where(p < 1, p, 1.0).clamp(min=0.0)
 
 
 @dataclass(frozen=True)

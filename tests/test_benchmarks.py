@@ -39,6 +39,8 @@ QUICK = {
     "dpaudit_power.py": ["--quick", "--out", "dpaudit"],
     "gpu_profile_step.py": ["--quick", "--device", "cpu"],
     "estimate_accuracy.py": ["--quick"],
+    "roofline.py": ["--quick", "--shapes", "mnist5,blobs"],
+    "frontier_mnist5.py": ["--quick"],
     "gaplp_frontier.py": ["--quick"],
 }
 
@@ -69,3 +71,16 @@ def test_probe_quick_runs(tmp_path):
     out = _run("probe.py", "--root", str(ROOT), "--quick", "--out", str(tmp_path / "probe"), "--jobs", "1",
                tmp_path=tmp_path, folder=ROOT / "tools")          # the prober lives in tools/
     assert "refused-ok" in out
+
+
+@pytest.mark.slow
+def test_frontier_quick_reports_every_epsilon_and_the_term_that_sets_s(tmp_path):
+    """The frontier's quick form: one row per (point, release, epsilon) with the AGT time, the
+    term that sets S (a radius or the cover) and matched DP-SGD beside it."""
+    import pandas as pd
+    _run("frontier_mnist5.py", "--quick", tmp_path=tmp_path)
+    df = pd.read_csv(tmp_path / "frontier_quick.csv")
+    ags = df[df.arm.isin(["cauchy_p", "laplace_p"])]
+    assert set(ags.point) == {"d8", "g64"} and set(ags.epsilon) == {5, 10}
+    assert ags.sets_S.str.match(r"^(cover|r=\d+)$").all() and (ags.agt_cpu_s > 0).all()
+    assert (df.arm == "DP-SGD matched (pure)").any()

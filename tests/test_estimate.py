@@ -157,8 +157,11 @@ def test_a_rate_is_timed_on_the_runs_own_model_engine_and_batch(tmp_path, monkey
     assert w.train_spec.widths == (1, 1) and w.train_spec.loss == "mse"
     E.estimate(s)
     assert {(b, k < 40_000) for key, b, k, _ in m.calls if key == spec.key} == {(40_000, True)}
+    # blobs' default trains full batch; the paper's training (batch 20) is timed on mini-batches
     blobs = E.work_of(settings("ags", "dataset=blobs"))
-    assert blobs.train_spec.loss == "hinge" and all(sp.minibatch for sp in blobs.specs.values() if sp.kind == "agt")
+    assert blobs.train_spec.loss == "hinge" and not any(sp.minibatch for sp in blobs.specs.values() if sp.kind == "agt")
+    paper = E.work_of(settings("ags", "dataset=blobs", "train.batch_size=20", "train.steps=200"))
+    assert all(sp.minibatch for sp in paper.specs.values() if sp.kind == "agt")
 
 
 # ---------------------------------------------------------------------------- the rates

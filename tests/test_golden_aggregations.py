@@ -32,6 +32,32 @@ def _ibp_case(aggregation: str):
     return m, env, xtest
 
 
+def _head_case(loss: str, batch_size, *, radii=(1, 2, 4, 8, 30)):
+    """A single-layer head (softmax or hinge: the AGS heads) under tau: IBP's head pass
+    (certdp/bounds/ibp.py, head_sum_stats), full batch and the per-epoch ledger."""
+    gen = torch.Generator().manual_seed(22)
+    widths = (4, 3) if loss == "ce" else (4, 1)
+    m = ModelSpec(widths, loss)
+    x = torch.randn(30, 4, generator=gen, dtype=D) * 2
+    x[0] = 1e3                                                  # one extreme record
+    y = (torch.randint(0, 3, (30,), generator=gen) if loss == "ce"
+         else torch.where(x[:, 0] + 0.5 * torch.randn(30, generator=gen, dtype=D) > 0, 1.0, -1.0).to(D))
+    s = TrainSettings(steps=8, lr=0.5, clip=0.1, batch_size=batch_size, contraction=0.8, seed=3)
+    return run_agt(m, m.init(4), x, y, s, list(radii), certificate=get_certificate("ibp", aggregation="tau"),
+                   progress=False)
+
+
+HEADS = [("ce", None), ("ce", 10), ("hinge", 10)]
+
+
+@pytest.mark.parametrize("loss,batch_size", HEADS, ids=[f"{a}-{b or 'full'}" for a, b in HEADS])
+def test_golden_tau_head_envelopes(loss, batch_size, check_golden):
+    """The head pass's envelopes are the former fused pass's (recorded from it, commit 25f5ad7)
+    up to rounding: a speed change must not move a bound."""
+    env = _head_case(loss, batch_size)
+    check_golden(f"ibp_envelopes_tau_head_{loss}_{batch_size or 'full'}.json", env.lo, env.hi, atol=1e-10)
+
+
 @pytest.mark.parametrize("aggregation", ["topk", "tau"])
 def test_golden_ibp_envelopes(aggregation, check_golden):
     _, env, _ = _ibp_case(aggregation)

@@ -18,7 +18,8 @@ in the house plan (ARCHITECTURE.md) and as the imports are:
    its settings parser, its cost model, its runner named as ``"module:function"`` and imported
    only when it runs, so that no entry imports a runner)
 7. ``methods`` (one runner per command; leaves)
-8. interface: ``signals``, ``runs``, ``job`` (a command line and its jobs), ``resuming``, ``figure_times``, ``cli``, ``listing``, ``figures``, ``plots``
+8. interface: ``signals``, ``runs``, ``job`` (a command line and its jobs), ``resuming``, ``figure_times``, ``cli``,
+   ``listing``, ``figures``, ``plots``, ``reproduction``
 
 Inside the base layer, the leaves stay leaves (:data:`BASE_LEAVES`): ``errors``, ``seeding``,
 ``results`` and ``registry`` import nothing of certdp, and ``data`` imports only ``errors``,
@@ -44,8 +45,8 @@ LAYERS = [
     ("settings", ("certdp.settings",)),
     ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate", "certdp.commands")),
     ("methods", ("certdp.methods",)),
-    ("interface", ("certdp.signals", "certdp.runs", "certdp.job", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.listing",
-                   "certdp.figures", "certdp.plots")),
+    ("interface", ("certdp.signals", "certdp.runs", "certdp.job", "certdp.resuming", "certdp.figure_times", "certdp.cli",
+                   "certdp.listing", "certdp.figures", "certdp.plots", "certdp.reproduction")),
 ]
 # base-layer packages -> the certdp packages (outside themselves) they may import
 BASE_LEAVES = {"certdp.errors": (), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),

@@ -234,9 +234,119 @@ def gradient_sum_stats_blocked(model: ModelSpec, theta: Interval, x: torch.Tenso
     return tuple(stats)
 
 
+# --------------------------------------------------------------------------------------------
+# Single-layer heads (linear, logistic: the AGS and AGT-R heads), samples on the last axis.
+#
+# The tau sums of a head in two passes whose memory layout is fixed by their inputs and outputs
+# (a compiled pass picks its own layout otherwise, and picked the class or unit axis, 5 wide,
+# as the vectorised one): (1) :func:`head_deltas`, the interval forward pass and the loss's
+# output-gradient bounds, [K, o, n] with the samples contiguous, per block of samples; (2)
+# :func:`head_sums`, the weight- and bias-gradient bounds formed and reduced over the samples
+# in one loop per (box, unit, input), n innermost.  The per-sample bounds are the same
+# interval products as :func:`gradient_bounds` (an exact input: d_lo x+ + d_hi x-), clipped
+# NaN-safely, and the forward pass is the same sign-split product summed over the inputs in a
+# fixed order; only the summation order (over inputs and samples) differs from the other forms.
+
+
+def head_deltas(loss, lo: torch.Tensor, hi: torch.Tensor, xp: torch.Tensor, xn: torch.Tensor,
+                y: torch.Tensor, o: int, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bounds [K, o, n] of d loss / d output of a single-layer head over the boxes ``lo, hi`` [K,
+    o*i + o] (weights row-major, then biases) for exact inputs ``xp = x+``, ``xn = x-`` [i, n]:
+    the output interval x+ W_L + x- W_U + b_L (and its mirror) summed over the inputs in order,
+    then ``loss.grad_bounds`` (inclusion-monotone: (M1))."""
+    K = lo.shape[0]
+    wl, wh = lo[:, :o * i].reshape(K, o, i, 1), hi[:, :o * i].reshape(K, o, i, 1)
+    zl = (wl * xp + wh * xn).sum(-2) + lo[:, o * i:].unsqueeze(-1)          # [K, o, n]
+    zh = (wh * xp + wl * xn).sum(-2) + hi[:, o * i:].unsqueeze(-1)
+    dl, dh = loss.grad_bounds(zl.transpose(-1, -2), zh.transpose(-1, -2), y)
+    return dl.transpose(-1, -2).contiguous(), dh.transpose(-1, -2).contiguous()
+
+
+def _clip_lo(t: torch.Tensor, c: float) -> torch.Tensor:
+    # nan_to_num(t, nan=-c).clamp(-c, c), the same numbers (NaN and -inf fail t > -c), vectorisable
+    return torch.where(t > -c, t, -c).clamp(max=c)
+
+
+def _clip_hi(t: torch.Tensor, c: float) -> torch.Tensor:
+    return torch.where(t < c, t, c).clamp(min=-c)
+
+
+def _tau(lo: torch.Tensor, hi: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`certdp.bounds.aggregate.tau_sums` of bounds already clipped to [-c, c] (its first
+    fraction, f = -1, clamps at +-c: the identity there)."""
+    ls = [lo.sum(-1)] + [lo.clamp(max=-f * c).sum(-1) for f in TAU_FRACTIONS[1:]]
+    hs = [hi.sum(-1)] + [hi.clamp(min=f * c).sum(-1) for f in TAU_FRACTIONS[1:]]
+    return torch.stack(ls, -1), torch.stack(hs, -1)
+
+
+def head_sums(dlo: torch.Tensor, dhi: torch.Tensor, xp: torch.Tensor, xn: torch.Tensor, clip: float):
+    """The tau sums over the samples of the clipped weight-gradient bounds ([K, o, i, F] each: the
+    exact-input product d_lo x+ + d_hi x- and its mirror) and bias-gradient bounds ([K, o, F])."""
+    a, b = dlo.unsqueeze(-2), dhi.unsqueeze(-2)
+    wl, wh = _tau(_clip_lo(a * xp + b * xn, clip), _clip_hi(b * xp + a * xn, clip), clip)
+    bl, bh = _tau(_clip_lo(dlo, clip), _clip_hi(dhi, clip), clip)
+    return wl, wh, bl, bh
+
+
+# samples per block of head_deltas: its temporaries ([K, o, block] per class-wise operation)
+# stay in cache; the reduction reads whole rows (a block-wise reduction measured no faster)
+HEAD_SAMPLE_BLOCK = 4096
+_HEAD: dict = {}
+
+
+def _head_fns(compiled: bool):
+    if not compiled:
+        return head_deltas, head_sums
+    if not _HEAD:
+        # the forward runs on blocks of two sizes (full and the last): dynamic shapes, one graph;
+        # the reduction sees one shape per run (a dynamic graph measured 2.5x slower there)
+        _HEAD["deltas"] = torch.compile(head_deltas, dynamic=True)
+        _HEAD["sums"] = torch.compile(head_sums, dynamic=None)
+    return _HEAD["deltas"], _HEAD["sums"]
+
+
+def head_sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tensor, *, clip: float,
+                   compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gradient_sum_stats` of a single-layer head ([K, P, F] each) by :func:`head_deltas`
+    and :func:`head_sums` (``compiled``: through ``torch.compile``).  The eager form runs the same
+    functions on blocks of samples and boxes small enough for its [K, o, i, n] temporaries."""
+    (sw, sb, (o, i)), = model.slices()
+    K, n, P = theta.lo.shape[0], x.shape[0], model.n_params
+    F = len(TAU_FRACTIONS)
+    deltas, sums = _head_fns(compiled)
+    xt = x.transpose(0, 1).contiguous()
+    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
+    nb = min(n, HEAD_SAMPLE_BLOCK)
+    kb = K if compiled else max(1, min(K, BLOCK_ELEMENTS // 8 // max(o * (i + 1) * nb, 1)))
+    ls = torch.empty(K, P, F, dtype=theta.lo.dtype, device=theta.lo.device)
+    hs = torch.empty_like(ls)
+    for k0 in range(0, K, kb):
+        lo, hi = theta.lo[k0:k0 + kb], theta.hi[k0:k0 + kb]
+        if compiled:
+            parts = [deltas(model.loss, lo, hi, xp[:, s:s + nb], xn[:, s:s + nb], y[s:s + nb], o, i)
+                     for s in range(0, n, nb)]
+            dl = parts[0][0] if len(parts) == 1 else torch.cat([q[0] for q in parts], -1)
+            dh = parts[0][1] if len(parts) == 1 else torch.cat([q[1] for q in parts], -1)
+            tot = sums(dl, dh, xp, xn, clip)
+        else:
+            tot = None
+            for s in range(0, n, nb):
+                dl, dh = deltas(model.loss, lo, hi, xp[:, s:s + nb], xn[:, s:s + nb], y[s:s + nb], o, i)
+                r = sums(dl, dh, xp[:, s:s + nb], xn[:, s:s + nb], clip)
+                tot = r if tot is None else tuple(p + q for p, q in zip(tot, r))
+        wl, wh, bl, bh = tot
+        m = wl.shape[0]
+        ls[k0:k0 + m, sw], hs[k0:k0 + m, sw] = wl.reshape(m, o * i, F), wh.reshape(m, o * i, F)
+        ls[k0:k0 + m, sb], hs[k0:k0 + m, sb] = bl, bh
+    return ls, hs
+
+
 _COMPILED: dict = {}
 _COMPILE = {"failed": False}
-COMPILE_MIN_ELEMENTS = 4_000_000   # K * n * P above which the fused (compiled) pass pays off
+# K * n * P above which the fused (compiled) pass pays off; below the estimate's large calibration
+# problem of a softmax head (certdp.estimate: 16,384 records x 9 boxes x 27 parameters = 4.0M), so
+# that the rate it times for ``ibp-tau`` is the compiled pass's (an eager step there is 10x slower)
+COMPILE_MIN_ELEMENTS = 2_000_000
 # Smaller calls are compiled too once this process has spent COMPILE_AFTER_WORK elements of eager
 # work on the same (model, clip): many calls of one shape (PATE shards of a few hundred records,
 # 330 steps each) amortise the ~30 s compile just as well as a few big ones.  Calls below
@@ -266,15 +376,20 @@ def sum_stats(model: ModelSpec, theta: Interval, x: torch.Tensor, y: torch.Tenso
     ``torch.compile`` is unavailable, or with ``CERTDP_NO_COMPILE=1``)."""
     size = theta.lo.shape[0] * x.shape[0] * model.n_params
     key = (model, float(clip))
+    head = model.n_layers == 1
     big = size >= COMPILE_MIN_ELEMENTS or (
         size >= COMPILE_FLOOR and _EAGER_WORK.get(key, 0) >= COMPILE_AFTER_WORK)
     if big and not _COMPILE["failed"] and os.environ.get("CERTDP_NO_COMPILE", "0") in ("", "0"):
         try:
+            if head:
+                return head_sum_stats(model, theta, x, y, clip=clip, compiled=True)
             return _compiled_sum_stats(model, clip)(theta.lo, theta.hi, x, y)
         except Exception as e:  # no C++ toolchain or unsupported op: stay correct, get slower
             log.warning("torch.compile unavailable (%s); eager IBP", type(e).__name__)
             _COMPILE["failed"] = True
     _EAGER_WORK[key] = _EAGER_WORK.get(key, 0) + size
+    if head:
+        return head_sum_stats(model, theta, x, y, clip=clip)
     return gradient_sum_stats_blocked(model, theta, x, y, clip=clip)
 
 
@@ -293,7 +408,7 @@ class IBP(Certificate):
 
     Option ``aggregation``: ``topk`` (exact SEMin/SEMax of the per-sample intervals) or ``tau``
     (the data-independent tau grid of :mod:`certdp.bounds.aggregate`, from fused sums: one pass,
-    no [M, P, b] tensor, no sort).  Both nest, and the interval passes are inclusion-monotone, so
+    no [M, P, b] tensor, no sort; single-layer heads by :func:`head_sum_stats`).  Both nest, and the interval passes are inclusion-monotone, so
     the step map satisfies (M1)-(M3) of certdp/privacy/sensitivity.py.
     Option ``substitutions``: ``per_epoch`` (default: the per-epoch ledger of :mod:`certdp.agt`
     wherever the batch plan has more than one batch per epoch; it keeps the nesting) or
