@@ -1,8 +1,8 @@
 """The work of a run: its loops, counted from its settings alone (no record is read), in the
 terms the rates price (:mod:`certdp.estimate.rates`).  Each command's cost model lives with the
 command (:mod:`certdp.commands`); this module is the vocabulary they count in: :class:`Work`,
-the run's model shape, its AGT loops (:meth:`DataRun.agt`) and the trained baselines
-(:func:`baselines`)."""
+the run's model shape, a text dataset's embeddings (:class:`Embedding`), its AGT loops
+(:meth:`DataRun.agt`) and the trained baselines (:func:`baselines`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,40 @@ from dataclasses import dataclass, field
 from certdp.estimate.rates import Spec
 
 MODELLED_ENGINES = ("ibp", "crown")    # per-step engines, affine in K*B*P; the others' time is not modelled
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """A text dataset's embeddings left to compute: ``texts`` of ``total`` (the rest cached),
+    ``encoder`` (its cache tag), ``device``, and ``seconds`` on two idle CPU cores (None on a
+    GPU: not modelled); ``exact``: counted against the embedding cache (else from the settings
+    alone, as if nothing were cached)."""
+    texts: int
+    total: int
+    encoder: str
+    device: str
+    seconds: float | None
+    exact: bool = False
+
+    def text(self, seconds: float | None) -> str:
+        where = f"{self.encoder} on {self.device}"
+        if self.texts == 0:
+            return f"embeddings: all {self.total:,} cached ({where})"
+        from certdp.checkpoint import duration
+        left = (f"{self.texts:,} of {self.total:,} texts to embed" if self.exact
+                else f"{self.texts:,} texts to embed if none is cached")
+        return (f"embeddings: about {duration(seconds, minute_digits=0)} of it, " if seconds is not None
+                else "embeddings: not counted, ") + f"{left} ({where})"
+
+
+def settings_embedding(ds: dict) -> Embedding | None:
+    """A text dataset's embeddings from its settings alone (every text, nothing cached)."""
+    if ds.get("name") not in ("imdb", "sst2"):
+        return None
+    from certdp.data import settings as dataset_settings
+    from certdp.data.text_profiles import embedding_cost
+    c = embedding_cost(ds["name"], dataset_settings(ds, ds["name"]))
+    return Embedding(c["texts"], c["texts"], c["encoder"], c["device"], c.get("seconds"))
 
 
 @dataclass
@@ -29,6 +63,7 @@ class Work:
     train_spec: Spec | None = None
     tags: dict[str, tuple] = field(default_factory=dict)
     other: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    embedding: Embedding | None = None
 
     def add_agt(self, spec: Spec, steps: float, elements: float) -> None:
         self.specs[spec.key] = spec
@@ -48,7 +83,8 @@ class Work:
         has left: a tagged loop the checkpoint finished counts nothing, one saved at step s
         counts its steps after s; an untagged loop counts whole."""
         out = Work(list(self.train), {k: list(v) for k, v in self.agt.items()}, list(self.unmodelled),
-                   dict(self.specs), self.train_spec, dict(self.tags), {k: list(v) for k, v in self.other.items()})
+                   dict(self.specs), self.train_spec, dict(self.tags), {k: list(v) for k, v in self.other.items()},
+                   self.embedding)
         for ck, (kind, key, i) in self.tags.items():
             entry = (entries or {}).get(ck)
             if not isinstance(entry, dict):
@@ -147,8 +183,7 @@ def data_run(settings, *, max_train: int | None = None, nominal_tag: bool = Fals
     if size is None:
         return None
     n, d, n_out = size
-    if ds.get("name") in ("imdb", "sst2"):
-        w.unmodelled.append("the sentence encoder's embeddings (cached after the first run)")
+    w.embedding = settings_embedding(ds)
     widths, loss = _shape(settings, d, n_out)
     P = Spec(widths, loss).n_params
     tr = settings.train
