@@ -39,6 +39,8 @@ checkpoint already holds is left alone.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
 import logging
 import os
@@ -65,12 +67,15 @@ ID_KEY = "checkpoint_id"
 # (tests interrupt a run at a chosen step; the signal takes the path a scheduler's would).
 TEST_SIGNAL_ENV = "CERTDP_TEST_SIGTERM_AT_STEP"
 
-_CURRENT: dict = {"session": None}
+# The session of the run in progress, for the loops deep in a runner (agt.py, training.py, the
+# baselines) that save through it: a context variable that a job sets for its runner's duration
+# (:func:`active`) and that is reset when the runner returns -- never left set between runs.
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("certdp_checkpoint_session", default=None)
 
 
 def current() -> "Session":
     """The session of the run in progress, or an inert one (no checkpoints, no records)."""
-    s = _CURRENT["session"]
+    s = _CURRENT.get()
     return s if s is not None else _INERT
 
 
@@ -388,9 +393,15 @@ class Session:
 _INERT = Session(folder=None, interval_s=None, progress_s=None)
 
 
-def activate(session: Session | None) -> None:
-    """Make ``session`` the run's session (None: back to the inert one)."""
-    _CURRENT["session"] = session
+@contextlib.contextmanager
+def active(session: Session | None):
+    """``session`` is the run's session for the block (None: the inert one), the one before it
+    afterwards."""
+    token = _CURRENT.set(session)
+    try:
+        yield session
+    finally:
+        _CURRENT.reset(token)
 
 
 # ---------------------------------------------------------------------------- the folder

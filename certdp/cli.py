@@ -41,39 +41,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from certdp import results, tune_malloc
+from certdp import commands, results, tune_malloc
 from certdp.errors import ConfigError
-from certdp.runs import (LANDED, PARSED, STAGED, STDOUT, GuardedStdout, console_log, execute, fail, handle_signals,
-                         ignore_signals, interrupted, io_error_message, last_signal, say, stdout_problem, stdout_warning)
+from certdp.job import CommandLine
+from certdp.runs import (STDOUT, GuardedStdout, console_log, fail, io_error_message, say, stdout_problem,
+                         stdout_warning)
+from certdp.signals import Signals, ignore_signals
 from certdp.settings import config_dir
 from certdp.settings.compose import _group_options, compose_and_parse, split_command_line, validate_overrides
 
 log = logging.getLogger("certdp")
 results.register_resolvers()      # ${certdp.uid:} and ${certdp.incomplete:} of configs/base.yaml
 
-# command -> (runner "module:function", one-line description, two examples)
-COMMANDS: dict[str, tuple[str, str, tuple[str, str]]] = {
-    "agtr": ("certdp.methods.agtr:run", "AGT-R private prediction (regression): envelopes, smooth sensitivity, noisy releases.",
-             ("certdp agtr dataset=california", "certdp agtr -m privacy.epsilons=[1] train.clip=0.5,1.0")),
-    "certify": ("certdp.methods.agtr:run_certify", "Envelopes T_k and the sensitivity staircase only (no noise).",
-                ("certdp certify dataset=linear staircase.k_max=64", "certdp certify --cfg job")),
-    "pate": ("certdp.methods.pate:run", "PATE-R, PATE-AGT-R and amplified single-shard AGT-R (shards T).",
-             ("certdp pate dataset=linear", "certdp pate dataset=california pate.shards=[1,2,4]")),
-    "feasibility": ("certdp.methods.feasibility:run", "Critical ratios SS/Delta of Theorems 3.2 and 3.3 (no data).",
-                    ("certdp feasibility", "certdp feasibility feasibility.delta=1e-6")),
-    "audit": ("certdp.methods.audit:run", "Retrain neighbouring datasets and check the certificate (exit 1 on violation).",
-              ("certdp audit dataset=linear audit.repeats=50", "certdp audit certificate=crown")),
-    "ags": ("certdp.methods.ags:run", "AGS private learning: release certified parameters with smooth-sensitivity noise.",
-            ("certdp ags dataset=mnist5", "certdp ags dataset=blobs certificate.frequency=5")),
-    "dpsgd": ("certdp.methods.dpsgd:run", "DP-SGD baselines (matched and optimised).",
-              ("certdp dpsgd dataset=mnist5", "certdp dpsgd dataset=blobs")),
-    "dpaudit": ("certdp.methods.dpaudit:run", "Empirical DP audit: a release end to end on two neighbouring datasets, "
-                "a Clopper-Pearson lower bound on epsilon beside the claim (exit 1 if above).",
-                ("certdp dpaudit dataset=linear privacy.epsilons=[1]",
-                 "certdp dpaudit dataset=blobs dpaudit.query=parameter")),
-    "hybrid": ("certdp.methods.hybrid:run", "SST-2 hybrid: DP-LoRA encoder + AGS head.",
-               ("certdp hybrid profile=cpu", "certdp hybrid")),
-}
+# the commands that run one job each: one registry entry per command (certdp/commands/)
+COMMANDS = commands.registry()
 
 # the commands that are not one runner each (certdp list and usage errors name them all)
 EXTRA_COMMANDS = ("rerun", "resume", "predict", "figures", "list")
@@ -118,82 +99,78 @@ def _stage_override(arg: str) -> str:
     return f"{key}={val}${{certdp.incomplete:}}"
 
 
-def dispatch(command: str, args: list[str], *, config_path: str | None = None, config_name: str | None = None) -> None:
+def dispatch(command: str, args: list[str], *, signals: Signals | None = None, config_path: str | None = None,
+             config_name: str | None = None) -> None:
     """Run ``command`` through ``hydra.main`` with ``args`` as Hydra's command line (the
     primary config ``configs/<command>.yaml`` unless ``config_path``/``config_name`` say
-    otherwise).  Every job of the command line is composed and checked first
-    (:func:`certdp.settings.compose.compose_and_parse`); a command line that only prints
-    (``--cfg``, ``--info``) goes to Hydra as it is."""
+    otherwise), as one :class:`~certdp.job.CommandLine`.  Every job of the command line is
+    composed and checked first (:func:`certdp.settings.compose.compose_and_parse`); a command
+    line that only prints (``--cfg``, ``--info``) goes to Hydra as it is."""
     import hydra
+    from hydra.core.hydra_config import HydraConfig
 
     cdir = config_path or str(config_dir())
-    PARSED.clear()
+    line = CommandLine(COMMANDS[command], signals or Signals())
     try:
         flags, overrides = split_command_line(command, args)
         validate_overrides(overrides)
-        if not any(f in flags for f in ("--cfg", "-c", "--info", "-i", "--config-dir", "-cd")):
+        if not any(f in flags for f in ("--cfg", "--info", "--config-dir")):     # (split_command_line: long names)
             configs: list = []
-            jobs = compose_and_parse(command, overrides, multirun=any(f in flags for f in ("-m", "--multirun")),
+            jobs = compose_and_parse(line.command, overrides, multirun="--multirun" in flags,
                                      config_path=cdir, config_name=config_name or command, configs=configs)
-            PARSED.extend(zip(configs, jobs))         # each job runs on these settings (parsed once)
+            line.parsed = list(zip(configs, jobs))      # each job runs on these settings (parsed once)
     except ConfigError as e:
         fail(str(e))
 
     @hydra.main(version_base=None, config_path=cdir, config_name=config_name or command)
     def _job(cfg) -> None:
-        from hydra.core.hydra_config import HydraConfig
         tune_malloc()                 # a launcher's worker process runs only this function
         hc = HydraConfig.get()
-        execute(command, COMMANDS[command][0], cfg, Path(hc.runtime.output_dir), job=int(hc.job.get("num", 0) or 0))
+        line.execute(cfg, Path(hc.runtime.output_dir), number=int(hc.job.get("num", 0) or 0))
 
     old = sys.argv
     sys.argv = ["certdp"] + flags + [_stage_override(a) for a in overrides]
-    LANDED.clear()
+    HydraConfig.instance().cfg = None            # the folder Hydra records from here on is this command line's
     try:
-        with handle_signals(), console_log():
+        with line.signals.handled(), console_log():
             try:
                 _job()
             except KeyboardInterrupt as e:   # before or after a job (composition, launcher)
                 ignore_signals()
-                if STAGED["paths"] is not None:
-                    results.discard(STAGED["paths"])
-                interrupted(e, f"the {len(LANDED)} runs before it are complete" if LANDED else "no run was completed")
+                line.discard_unstarted()
+                n = len(line.landed)
+                line.signals.interrupted(e, f"the {n} runs before it are complete" if n else "no run was completed")
             except SystemExit as e:
                 if e.code in (0, 1, None):   # the runs landed (1: a finding such as an audit violation)
-                    stdout_warning(LANDED)
+                    stdout_warning(line.landed)
                 raise
-        stdout_warning(LANDED)
+        stdout_warning(line.landed)
     finally:
-        STAGED["paths"] = None
-        PARSED.clear()
         sys.argv = old
 
 
-def _settings_help(command: str) -> str:
-    """The sections ``command`` reads, from the declarations' table of sections."""
-    from certdp.settings.experiment import SECTIONS
-    from certdp.settings.hybrid import TOP
-    sections = {"feasibility": ("dataset", "feasibility"), "hybrid": TOP}.get(command) or SECTIONS[command]
-    return (f"Settings: the top-level run options and the sections {', '.join(sections)}; `certdp list settings "
-            f"{command}` lists every key with its default, allowed values and help (docs/settings.md).")
+def _settings_help(entry: "commands.Command") -> str:
+    """The sections the command reads (its registry entry's)."""
+    return (f"Settings: the top-level run options and the sections {', '.join(entry.sections)}; `certdp list settings "
+            f"{entry.name}` lists every key with its default, allowed values and help (docs/settings.md).")
 
 
-def _make_command(name: str):
-    target, desc, (ex1, ex2) = COMMANDS[name]
+def _make_command(entry: "commands.Command"):
+    ex1, ex2 = entry.examples
 
     def _cmd(ctx: typer.Context):
-        dispatch(name, list(ctx.args))
+        dispatch(entry.name, list(ctx.args), signals=ctx.obj)
 
-    _cmd.__name__ = name
-    _cmd.__doc__ = f"{desc}\n\n{GROUPS_HELP}\n\n{_settings_help(name)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
-    app.command(name=name, context_settings=CTX)(_cmd)
-
-
-for _name in COMMANDS:
-    _make_command(_name)
+    _cmd.__name__ = entry.name
+    _cmd.__doc__ = f"{entry.summary}\n\n{GROUPS_HELP}\n\n{_settings_help(entry)}\n\nExamples:\n\n  {ex1}\n\n  {ex2}"
+    app.command(name=entry.name, context_settings=CTX)(_cmd)
 
 
-def _replay(command: str, primary: dict, args: list[str], *, label: str) -> None:
+for _entry in COMMANDS.values():
+    _make_command(_entry)
+
+
+def _replay(command: str, primary: dict, args: list[str], *, label: str, signals: Signals | None = None) -> None:
     """Run ``command`` with ``primary`` (a recorded config) as Hydra's primary config, written to a
     temporary folder for the run's duration: what ``certdp rerun`` and ``certdp resume`` do."""
     import tempfile
@@ -205,10 +182,10 @@ def _replay(command: str, primary: dict, args: list[str], *, label: str) -> None
     except OSError as e:
         fail(f"TMPDIR: cannot write a temporary config ({e.strerror or e}); allowed: a writable TMPDIR")
     with tmp_ctx:
-        dispatch(command, list(args), config_path=tmp_ctx.name, config_name=label)
+        dispatch(command, list(args), signals=signals, config_path=tmp_ctx.name, config_name=label)
 
 
-def rerun(run_dir: str, args: list[str]) -> None:
+def rerun(run_dir: str, args: list[str], signals: Signals | None = None) -> None:
     """Repeat a run from its ``config.yaml`` in a new run folder (:func:`certdp.resuming.rerun_config`
     says what is checked and replayed).  Same config and seed, so the same CSVs."""
     from certdp.resuming import rerun_config
@@ -219,7 +196,7 @@ def rerun(run_dir: str, args: list[str]) -> None:
     for w in warnings:
         typer.echo(f"certdp: warning: {w}", err=True)
     say(f"certdp rerun: {command} from {src}")
-    _replay(command, primary, args, label="rerun")
+    _replay(command, primary, args, label="rerun", signals=signals)
 
 
 @app.command("rerun", context_settings=CTX)
@@ -237,10 +214,10 @@ def rerun_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="RU
 
       certdp rerun outputs/agtr/linear/2026-01-31_12-00-00_3fa9 out_root=/tmp/check
     """
-    rerun(run_dir, list(ctx.args))
+    rerun(run_dir, list(ctx.args), ctx.obj)
 
 
-def resume(run_dir: str, args: list[str]) -> None:
+def resume(run_dir: str, args: list[str], signals: Signals | None = None) -> None:
     """Continue an interrupted run from its checkpoint (``<run>.resumable``, written by
     :mod:`certdp.checkpoint`): the recorded config is replayed with ``resume=true`` and the run's
     own name and out_root, so it lands where the interrupted run would have landed, with the CSVs
@@ -251,7 +228,7 @@ def resume(run_dir: str, args: list[str]) -> None:
     except ConfigError as e:
         fail(str(e))
     say(f"certdp resume: {command} from {ck}")
-    _replay(command, primary, args, label="resume")
+    _replay(command, primary, args, label="resume", signals=signals)
 
 
 @app.command("resume", context_settings=CTX)
@@ -271,7 +248,7 @@ def resume_cmd(ctx: typer.Context, run_dir: str = typer.Argument(..., metavar="R
 
       certdp resume outputs/agtr/california/2026-01-31_12-00-00_3fa9.resumable checkpoint_minutes=2
     """
-    resume(run_dir, list(ctx.args))
+    resume(run_dir, list(ctx.args), ctx.obj)
 
 
 PREDICT_USAGE = "SOURCE --input TABLE [--output FILE [--overwrite]] [--mechanism NAME] [--epsilon EPS]"
@@ -416,14 +393,15 @@ def figures_cmd(ctx: typer.Context,
             list_figures(profile, echo=say, out_root=opts["out_root"], resolve=F.resolve,
                          load=lambda _: {n: e for n, e in exps.items() if not names or n in names})
             return
-        with handle_signals():
+        signals = ctx.obj or Signals()
+        with signals.handled():
             try:
                 entries = F.figures(names, profile=profile, out_root=opts["out_root"], jobs=jobs,
                                     launcher=opts["launcher"], launcher_args=tuple(launcher_args),
                                     plot_only=plot_only or compare, echo=say)
             except KeyboardInterrupt as e:
                 ignore_signals()
-                interrupted(e, "finished runs are kept; run the same command again to resume")
+                signals.interrupted(e, "finished runs are kept; run the same command again to resume")
     except ValueError as e:
         fail(str(e))
     except OSError as e:
@@ -464,10 +442,11 @@ def main() -> None:
     STDOUT.update(error=None, reported=False)       # a fresh command (main may run several times in one process)
     old = sys.stdout
     sys.stdout = GuardedStdout(old)
+    signals = Signals()                             # this command line's SIGINT and SIGTERM
     try:
-        with handle_signals():
+        with signals.handled():
             try:
-                rv = app(standalone_mode=False, prog_name="certdp")
+                rv = app(standalone_mode=False, prog_name="certdp", obj=signals)
                 code = rv if isinstance(rv, int) else 0
             except cx.NoArgsIsHelpError:                  # bare `certdp`: one line, as every refusal
                 fail(f"COMMAND: missing; allowed: {', '.join(list(COMMANDS) + list(EXTRA_COMMANDS))} (`certdp "
@@ -480,12 +459,12 @@ def main() -> None:
                 code = 1
             except KeyboardInterrupt as e:
                 ignore_signals()
-                interrupted(e, "nothing was written")
+                signals.interrupted(e, "nothing was written")
             except ConfigError as e:
                 fail(str(e))
-            if code == 130 and last_signal() is not None:     # typer turned an interrupt into exit 130
+            if code == 130 and signals.last is not None:      # typer turned an interrupt into exit 130
                 ignore_signals()
-                interrupted(KeyboardInterrupt(), "nothing was written")
+                signals.interrupted(KeyboardInterrupt(), "nothing was written")
             sys.stdout.flush()
             if STDOUT["error"] is not None and not STDOUT["reported"] and code == 0:
                 fail(f"stdout: the output could not be written ({stdout_problem()}); allowed: a standard output "

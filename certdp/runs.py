@@ -1,12 +1,9 @@
-"""Running one job of a command: its run folder, its signals, its output streams, its one-line
-failures.
+"""What every run of a command shares: its run folder's checks, its output streams, its logs,
+its one-line failures (running a job: :mod:`certdp.job`).
 
-A job computes into a staging folder beside its final place and is moved there only when every
-file is written (:mod:`certdp.results`); SIGINT and SIGTERM are handled alike (nothing
-half-written, exit 128 + signum); every refusal is one line ``certdp: error: <key>: ...`` and
-exit 2.  :class:`RunGuard` (a Hydra callback, ``configs/base.yaml``) refuses a taken run folder,
-a folder inside another run or with a staging name, and an unwritable ``out_root`` before Hydra
-creates anything.
+Every refusal is one line ``certdp: error: <key>: ...`` and exit 2.  :class:`RunGuard` (a Hydra
+callback, ``configs/base.yaml``) refuses a taken run folder, a folder inside another run or with
+a staging name, and an unwritable ``out_root`` before Hydra creates anything.
 
 Standard output carries only the console log and the closing "wrote ..." line; the run's files
 are its product.  A closed or failing standard output (``| head -c 1``, ``> /dev/full``) is
@@ -19,20 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import typer
 
-from certdp import __version__, checkpoint, results
-from certdp.errors import ConfigError
-from certdp.settings import parse as parse_settings
-from certdp.signals import (Interrupted, deferred_signals, handle_signals, ignore_signals, interrupt_now,  # noqa: F401
-                            interrupted, last_signal)
+from certdp import checkpoint, results
 
 log = logging.getLogger("certdp")
 
@@ -182,10 +173,6 @@ def file_log(path: Path):
     return log_handler(logging.FileHandler(path, encoding="utf-8"))
 
 
-STAGED: dict = {"paths": None}      # the staging folder of the run in progress (run mode)
-LANDED: list = []                   # the run folders this command line completed
-
-
 # ------------------------------------------------------------------------------- run folders
 _IO_WHAT = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
             errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
@@ -298,8 +285,8 @@ class RunGuard(_HydraCallback):
             _refuse_misplaced(paths)
         else:
             _refuse_taken(paths, overwrite)
-        self._writable(paths.staging, config)
-        STAGED["paths"] = paths         # removed by dispatch if interrupted before the job starts
+        # Hydra creates the staging folder itself (recording it first: CommandLine.discard_unstarted)
+        self._writable(paths.staging.parent, config)
 
     def on_multirun_start(self, config, **kwargs) -> None:
         sweep = Path(os.path.abspath(str(config.hydra.sweep.dir)))
@@ -313,160 +300,10 @@ class RunGuard(_HydraCallback):
 
     @staticmethod
     def _writable(folder: Path, config) -> None:
+        """``folder`` exists (made now if need be) and a folder can be made in it."""
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
         except OSError as e:
             fail(io_error_message(e, str(config.get("out_root", folder))))
-
-
-# The jobs of the command line being run, parsed once by the CLI before Hydra runs any
-# (certdp.settings.compose.compose_and_parse): (composed config, settings) in Hydra's job order.
-PARSED: list[tuple[dict, object]] = []
-
-
-def job_settings(command: str, d: dict, job: int):
-    """The settings of job ``job`` (its resolved config ``d``): the CLI's parse of it when the
-    config it composed for that job is this one, so a job is parsed once; parsed here otherwise
-    (a job launched in another process, or ``execute`` called without the CLI).  ``run`` differs
-    between two compositions (a timestamp and a random suffix), so it is the one key read again."""
-    import dataclasses
-    if 0 <= job < len(PARSED):
-        composed, settings = PARSED[job]
-        if {k: v for k, v in composed.items() if k != "run"} == {k: v for k, v in d.items() if k != "run"}:
-            if composed.get("run") == d.get("run"):
-                return settings
-            from certdp.settings.base import run_fields
-            run = dataclasses.replace(settings.run, run=run_fields()["run"].parse(d.get("run"), "run"))
-            return dataclasses.replace(settings, run=run)
-    return parse_settings(command, d)
-
-
-def execute(command: str, target: str, cfg, out_dir: Path, *, job: int = -1) -> None:
-    """Run one job (called inside Hydra with its output folder, the run's staging folder):
-    compute, write every file into the staging folder, then move it into place.
-
-    Every refusal is one line and exit 2 (bad settings, missing data, a taken run folder, a
-    write error such as a full disk); SIGINT/SIGTERM exit 130/143.  In each of these cases the
-    staging folder is deleted, so no partial results remain.  ``job``: the job's number in the
-    command line (:func:`job_settings`)."""
-    from omegaconf import OmegaConf
-
-    from certdp.data.sources import DataUnavailable
-    paths = _run_paths(out_dir, "hydra.run.dir (or hydra.sweep.subdir)")
-    STAGED["paths"] = None              # from here on execute cleans up after itself
-    session: checkpoint.Session | None = None
-    out_root = cfg.get("out_root", None)
-    landed: Path | None = None
-    with contextlib.ExitStack() as logs:     # log.txt is closed however the run ends
-        try:
-            logs.enter_context(file_log(paths.staging / "log.txt"))
-            overwrite = _overwrite_flag(cfg.get("overwrite", False))
-            _refuse_long_names(paths.final, out_root)
-            d = OmegaConf.to_container(cfg, resolve=True)
-            settings = job_settings(command, d, job)
-            from certdp import resuming
-            if settings.run.resume and resuming.holds_this_run(paths.final, command, d) \
-                    and not results.resumable_dir(paths.final).exists():
-                results.discard(paths)           # a resumed sweep keeps the jobs it finished
-                LANDED.append(paths.final)
-                say(f"certdp {command}: {paths.final} already holds this run (same settings and inputs), kept")
-                return
-            _refuse_taken(paths, overwrite, resume=settings.run.resume)
-            mod_name, fn_name = target.split(":")
-            try:
-                runner = getattr(importlib.import_module(mod_name), fn_name)
-            except ModuleNotFoundError:
-                fail(f"{command}: not available in this build; allowed: the commands `certdp --help` lists")
-            inputs = results.input_records(d)        # the files as this run reads them (run.json)
-            results.write_config(paths.staging / results.CONFIG_FILE, d)
-            session, resumed = resuming.resume_session(command, d, settings.run, paths, inputs=inputs,
-                                                       interrupt=interrupt_now, log_file=paths.staging / "log.txt")
-            if resumed != paths:                 # the newest checkpoint of these settings names the run
-                paths = resumed
-                _refuse_taken(paths, overwrite, resume=True)
-            checkpoint.activate(session)
-            frames = runner(settings, progress=settings.run.progress and sys.stderr.isatty())
-            checkpoint.activate(None)
-            # A runner may ask for a non-zero exit after its files are written (audit violations).
-            code = int(frames.pop("_exit_code", 0)) if "_exit_code" in frames else 0
-            if not code:
-                check_frames(frames)
-            written = results.write_outputs(paths.staging, frames)
-            results.write_run_record(paths.staging, command=command, version=__version__, inputs=inputs)
-            with deferred_signals():
-                try:
-                    landed = results.commit(paths, overwrite=overwrite)
-                except results.RunExists as e:
-                    landed = results.commit_elsewhere(paths)
-                    typer.echo(f"certdp: warning: run: {e.path} {e.reason}; this run was written to {landed}", err=True)
-            if session is not None and session.own_folder() is not None:
-                shutil.rmtree(session.own_folder(), ignore_errors=True)    # the run landed: its checkpoint is spent
-            for name, rows in written:
-                log.info("wrote %s (%d rows)", landed / name, rows)
-            LANDED.append(landed)
-            say(f"certdp {command}: wrote " + ", ".join(str(landed / name) for name, _ in written))
-            if code:
-                raise SystemExit(code)
-        except SystemExit:
-            if landed is None:
-                results.discard(paths)
-            raise
-        except (ConfigError, DataUnavailable) as e:
-            results.discard(paths)
-            data = isinstance(e, DataUnavailable) or isinstance(e.__context__, DataUnavailable)
-            if session is not None and not session.resumed and session.own_folder() is not None and not data:
-                # a checkpoint this very process began, of settings that cannot complete; one it
-                # resumed is the user's and stays, whatever the refusal
-                shutil.rmtree(session.own_folder(), ignore_errors=True)
-            fail(data_refusal(e) if data else str(e))
-        except OSError as e:
-            if landed is None:
-                results.discard(paths)
-                fail(io_error_message(e, out_root))
-            problem, _, allowed = io_error_message(e).partition("; allowed: ")
-            fail(f"{problem}; the run itself is complete: {landed}; allowed: {allowed}")
-        except KeyboardInterrupt as e:
-            ignore_signals()
-            if landed is not None:
-                interrupted(e, f"the run had finished: {landed}")
-            from certdp.resuming import interrupted_checkpoint
-            what = f"({paths.final} " + ("is unchanged)" if paths.final.exists() else "does not exist)")
-            what += interrupted_checkpoint(session, e, log_file=paths.staging / "log.txt")
-            results.discard(paths)
-            interrupted(e, f"this run was not written {what}; the {len(LANDED)} runs before it are complete"
-                        if LANDED else f"nothing was written {what}")
-        finally:
-            checkpoint.activate(None)
-
-
-def data_refusal(e: Exception) -> str:
-    """The one line of a dataset that cannot be had (missing, or failing its checksum): the
-    loaders' message names the remedies; the allowed part says what would be accepted."""
-    msg = str(e) if str(e).startswith("dataset: ") else f"dataset: {e}"
-    if "; allowed" not in msg:
-        msg += ("; allowed: the dataset's file present and intact (dataset.path=FILE, $CERTDP_DATA_DIR, or a "
-                "download when not offline)")
-    return msg
-
-
-def check_frames(frames: dict) -> None:
-    """The last guard before anything is written: every table has rows and no infinite number
-    (a NaN is an intentionally empty cell, e.g. the epsilon of a noise-free arm)."""
-    import numpy as np
-    for name, df in frames.items():
-        if Path(name).stem in (Path(results.CONFIG_FILE).stem, Path(results.RUN_MARKER).stem):
-            raise RuntimeError(f"{name}: a runner returned a frame named like the run's own record")
-        if isinstance(df, (dict, str)):             # a JSON document (released models) or a text, not a table
-            continue
-        if df is None or len(df) == 0:
-            raise ConfigError(name, "the run produced no rows; allowed: settings that select at least one arm")
-        if "dp_end_to_end" not in df.columns:       # every row says whether its epsilon holds end to end
-            raise RuntimeError(f"{name}: a runner returned rows without the dp_end_to_end column "
-                               "(certdp.certify.with_provenance)")
-        num = df.select_dtypes("number")
-        inf = np.isinf(num.to_numpy(dtype=float))
-        if inf.any():
-            col = num.columns[inf.any(0).argmax()]
-            raise ConfigError(f"{name}.{col}", f"{int(inf[:, list(num.columns).index(col)].sum())} value(s) are not "
-                                               "finite (a bound or a metric overflowed float64); allowed: settings "
-                                               "with finite results (e.g. a smaller train.lr)")

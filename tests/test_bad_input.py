@@ -183,7 +183,7 @@ bad("ags", "privacy.n_draws", ["0", "2.7"])
 bad("ags", "train.lr", ["inf", "nan"])
 bad("ags", "dataset.n_features", ["0", "abc"])
 bad("ags", "dataset.cluster_std", ["0", "nan"])
-bad("ags", "staircase.values", ["[]", "[-1,2]"])
+bad("ags", "staircase.values", ["[]", "[-1,2]"], base=merge(BASE["ags"], ["staircase.kind=list"]))   # blobs runs kind=range
 case("ags", ["dataset=linear"], "dataset", base=[a for a in BLOBS if not a.startswith("dataset")])
 # ---- dpsgd -----------------------------------------------------------------------------------
 bad("dpsgd", "dpsgd.arms", ["[foo]", "[]"])

@@ -94,12 +94,9 @@ def test_a_signal_is_held_until_the_chunk_in_progress_is_written(tiny, cache, tm
         if n == 2:
             assert session.signal(signal.SIGTERM)             # held: a loop is open
 
-    checkpoint.activate(session)
-    try:
+    with checkpoint.active(session):
         with pytest.raises(KeyboardInterrupt):
             embed(TEXTS, Interrupted(tiny, term), dataset="toy", split="train", chunk_size=5, progress=False)
-    finally:
-        checkpoint.activate(None)
     folder = embedding_dir(tiny_encoder(tiny), "toy", "train", TEXTS)
     assert stopped == [signal.SIGTERM]
     assert sorted(p.name for p in folder.glob("chunk_*.npy")) == ["chunk_00000.npy", "chunk_00001.npy"]
@@ -112,12 +109,9 @@ def test_a_signal_is_held_until_the_chunk_in_progress_is_written(tiny, cache, tm
 def test_progress_records_say_texts_rate_and_time_left(tiny, cache, caplog, capsys):
     """Off a terminal (stderr captured), each chunk's record goes to the run's log and stderr."""
     session = checkpoint.Session(folder=None, interval_s=None, progress_s=0.0, stderr=True)
-    checkpoint.activate(session)
-    try:
+    with checkpoint.active(session):
         with caplog.at_level(logging.INFO, logger="certdp"):
             embed(TEXTS, tiny_encoder(tiny), dataset="toy", split="train", chunk_size=5, progress=None)
-    finally:
-        checkpoint.activate(None)
     recs = [r.getMessage() for r in caplog.records if r.name == checkpoint.PROGRESS_LOGGER]
     assert len(recs) == 5, recs
     assert recs[2].startswith("progress: embed step 3/5 toy/train with minilm-len16: 15/23 texts, ")
@@ -132,12 +126,9 @@ def test_a_partly_cached_embedding_counts_only_its_own_chunks(tiny, cache, caplo
     folder = embedding_dir(tiny_encoder(tiny), "toy", "a", TEXTS[:10])
     (folder / "chunk_00001.npy").unlink()
     session = checkpoint.Session(folder=None, interval_s=None, progress_s=0.0)
-    checkpoint.activate(session)
-    try:
+    with checkpoint.active(session):
         with caplog.at_level(logging.INFO, logger="certdp"):
             embed(TEXTS[:10], tiny_encoder(tiny), dataset="toy", split="a", chunk_size=5, progress=False)
-    finally:
-        checkpoint.activate(None)
     recs = [r.getMessage() for r in caplog.records if r.name == checkpoint.PROGRESS_LOGGER]
     assert len(recs) == 1 and recs[0].startswith("progress: embed step 2/2 toy/a with minilm-len16: 10/10 texts")
 

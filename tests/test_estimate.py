@@ -281,11 +281,8 @@ def test_a_resumed_run_estimates_what_is_left(tmp_path, monkeypatch):
     s = settings("agtr", "dataset=linear", "dataset.n_train=4000", "train.steps=40", "staircase.k_max=64")
     whole = E.estimate(s)
     saved = {"nominal#0": {"step": 40, "done": True}, "agt#0": {"step": 30, "done": False}}
-    checkpoint.activate(checkpoint.Session(folder=None, interval_s=None, progress_s=None, restored=saved))
-    try:
+    with checkpoint.active(checkpoint.Session(folder=None, interval_s=None, progress_s=None, restored=saved)):
         est = E.announce(s)
-    finally:
-        checkpoint.activate(None)
     w = E.work_of(s)
     table = R.rates([w.train_spec, *w.specs.values()], "cpu")
     (key, ((steps, el),)), = w.agt.items()
@@ -384,15 +381,13 @@ def test_timing_inside_a_run_leaves_the_runs_checkpoint_alone(tmp_path):
     from certdp.estimate.timers import apart, timer_of
     run = checkpoint.Session(folder=tmp_path / "r.resumable", interval_s=0, progress_s=None,
                              record={"format": checkpoint.STATE_FORMAT, checkpoint.ID_KEY: "test-checkpoint"})
-    checkpoint.activate(run)
-    try:
+    with checkpoint.active(run):
         with apart():
             with checkpoint.current().loop("dpsgd", total=1) as lp:
                 lp.tick(1, dict)
         timer_of(R.Spec((2, 1), "hinge", batch=8, kind="dpsgd"), "cpu")(8, 2, 2)
         assert checkpoint.current() is run
-    finally:
-        checkpoint.activate(None)
+    assert checkpoint.current() is not run
     assert run.entries == {} and run.counts == {} and not (tmp_path / "r.resumable").exists()
 
 

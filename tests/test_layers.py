@@ -13,10 +13,13 @@ in the house plan (ARCHITECTURE.md) and as the imports are:
 3. ``training``, ``agt`` (the nominal algorithm and its envelopes)
 4. ``privacy`` (staircases, mechanisms, accountants, DP-SGD noise)
 5. ``settings`` (the one settings entrance)
-6. ``certify``, ``baselines`` (the certification layer and the private-learning baselines)
+6. ``certify``, ``baselines`` (the certification layer and the private-learning baselines),
+   ``estimate`` (a run's cost from its settings) and ``commands`` (one registry entry per command:
+   its settings parser, its cost model, its runner named as ``"module:function"`` and imported
+   only when it runs, so that no entry imports a runner)
 7. ``methods`` (one runner per command; leaves)
-8. interface: ``signals``, ``runs``, ``resuming``, ``figure_times``, ``cli``, ``listing``, ``figures``, ``plots``,
-   ``reproduction``
+8. interface: ``signals``, ``runs``, ``job`` (a command line and its jobs), ``resuming``, ``figure_times``, ``cli``,
+   ``listing``, ``figures``, ``plots``, ``reproduction``
 
 Inside the base layer, the leaves stay leaves (:data:`BASE_LEAVES`): ``errors``, ``seeding``,
 ``results`` and ``registry`` import nothing of certdp, and ``data`` imports only ``errors``,
@@ -41,10 +44,10 @@ LAYERS = [
     ("training", ("certdp.training", "certdp.agt")),
     ("privacy", ("certdp.privacy",)),
     ("settings", ("certdp.settings",)),
-    ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate")),
+    ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate", "certdp.commands")),
     ("methods", ("certdp.methods",)),
-    ("interface", ("certdp.signals", "certdp.runs", "certdp.resuming", "certdp.figure_times", "certdp.cli", "certdp.listing",
-                   "certdp.figures", "certdp.plots", "certdp.reproduction")),
+    ("interface", ("certdp.signals", "certdp.runs", "certdp.job", "certdp.resuming", "certdp.figure_times", "certdp.cli",
+                   "certdp.listing", "certdp.figures", "certdp.plots", "certdp.reproduction")),
 ]
 # base-layer packages -> the certdp packages (outside themselves) they may import
 BASE_LEAVES = {"certdp.errors": (), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),

@@ -1,6 +1,6 @@
 """One parse per job: the CLI composes and parses every job of a command line before Hydra runs
 any (refusal before heavy work), and each job then runs on that parse instead of parsing again
-(certdp.runs.job_settings) -- for a single run and for every job of a -m sweep."""
+(certdp.job.CommandLine.settings_of) -- for a single run and for every job of a -m sweep."""
 
 from __future__ import annotations
 
@@ -37,14 +37,15 @@ def _run(argv: list[str], tmp_path) -> tuple[int, str]:
 
 @pytest.fixture
 def parses(monkeypatch):
-    """Every call of the experiment settings parser, counted."""
+    """Every parse of a command's settings (its registry entry's parser, the CLI's one entrance), counted."""
+    from certdp.commands import Command
     calls = []
-    real = S.experiment_settings
+    real = Command.parse
 
-    def counting(command, cfg):
-        calls.append(command)
-        return real(command, cfg)
-    monkeypatch.setattr(S, "experiment_settings", counting)
+    def counting(self, cfg):
+        calls.append(self.name)
+        return real(self, cfg)
+    monkeypatch.setattr(Command, "parse", counting)
     return calls
 
 
@@ -64,17 +65,16 @@ def test_a_bad_job_of_a_sweep_is_refused_before_any_runs(parses, tmp_path):
 
 
 def test_a_job_whose_config_differs_from_the_cli_parse_is_parsed_again(parses):
-    from certdp.runs import PARSED, job_settings
+    from certdp.job import CommandLine
     from certdp.settings.compose import compose_and_parse
     cli.results.register_resolvers()
     configs: list = []
-    (st,) = compose_and_parse("certify", SMALL + ["train.steps=2"], multirun=False, config_path=str(S.config_dir()),
+    certify = cli.COMMANDS["certify"]
+    (st,) = compose_and_parse(certify, SMALL + ["train.steps=2"], multirun=False, config_path=str(S.config_dir()),
                               config_name="certify", configs=configs)
-    PARSED[:] = [(configs[0], st)]
-    try:
-        same = job_settings("certify", {**configs[0], "run": "elsewhere"}, 0)
-        assert same.train == st.train and same.run.run == "elsewhere" and len(parses) == 1
-        changed = {**configs[0], "train": {**configs[0]["train"], "steps": 3}}
-        assert job_settings("certify", changed, 0).train.steps == 3 and len(parses) == 2
-    finally:
-        PARSED.clear()
+    line = CommandLine(certify, parsed=[(configs[0], st)])
+    same = line.settings_of({**configs[0], "run": "elsewhere"}, 0)
+    assert same.train == st.train and same.run.run == "elsewhere" and len(parses) == 1
+    changed = {**configs[0], "train": {**configs[0]["train"], "steps": 3}}
+    assert line.settings_of(changed, 0).train.steps == 3 and len(parses) == 2
+    assert CommandLine(certify).settings_of(configs[0], 0).train == st.train and len(parses) == 3

@@ -357,7 +357,7 @@ def test_edges_are_refused_in_one_line_with_key_and_allowed_part(tmp_path, args,
 
 
 def test_overrides_may_follow_hydra_flags():
-    assert cli.split_command_line("agtr", ["a=1", "-m", "b=1,2"]) == (["-m"], ["a=1", "b=1,2"])
+    assert cli.split_command_line("agtr", ["a=1", "-m", "b=1,2"]) == (["--multirun"], ["a=1", "b=1,2"])
     assert cli.split_command_line("agtr", ["a=1", "--cfg", "job", "b=2"]) == (["--cfg", "job"], ["a=1", "b=2"])
 
 

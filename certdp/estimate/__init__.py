@@ -8,7 +8,8 @@ parameters); AGT takes ``o + u * K * B * P`` a step for its engine (K radii it c
 below the batch, or below an epoch's slots for the per-epoch ledger).  The work of a run (how
 many steps of which size in each phase) follows from its resolved settings and the dataset's
 size, which every dataset declares from its settings alone (:func:`certdp.data.dataset_size`:
-public metadata, no file is read).  Nothing here reads a record; a time estimate is the
+public metadata, no file is read); each command counts its own loops (its cost model,
+:attr:`certdp.commands.Command.cost`, in the terms of :mod:`certdp.estimate.work`).  Nothing here reads a record; a time estimate is the
 researcher's, not a release.
 
 **The rates** (``o``, ``u``) are this machine's for the run's own model shape, loss and engine
@@ -38,17 +39,16 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from certdp.estimate import rates as R
-from certdp.estimate.rates import Spec
+from certdp.estimate.work import MODELLED_ENGINES, Embedding, Work, settings_embedding  # noqa: F401  (the cost models' terms)
 
 log = logging.getLogger("certdp")
 
 RUN_OVERHEAD_S = 5.0          # a run's start (imports, Hydra, the dataset's load) and its CSVs (measured 5-7 s idle)
-MODELLED_ENGINES = ("ibp", "crown")    # per-step engines, affine in K*B*P; the others' time is not modelled
 # the estimate / measured ratios of benchmarks/estimate_accuracy.py lie within this factor either
 # way on an idle machine (docs/resume-and-progress.md); the band is at least this wide
 BAND = 2.0
@@ -56,30 +56,6 @@ MAX_BAND = 20.0
 
 
 # ---------------------------------------------------------------------------- the work of a run
-@dataclass(frozen=True)
-class Embedding:
-    """A text dataset's embeddings left to compute: ``texts`` of ``total`` (the rest cached),
-    ``encoder`` (its cache tag), ``device``, and ``seconds`` on two idle CPU cores (None on a
-    GPU: not modelled); ``exact``: counted against the embedding cache (else from the settings
-    alone, as if nothing were cached)."""
-    texts: int
-    total: int
-    encoder: str
-    device: str
-    seconds: float | None
-    exact: bool = False
-
-    def text(self, seconds: float | None) -> str:
-        where = f"{self.encoder} on {self.device}"
-        if self.texts == 0:
-            return f"embeddings: all {self.total:,} cached ({where})"
-        from certdp.checkpoint import duration
-        left = (f"{self.texts:,} of {self.total:,} texts to embed" if self.exact
-                else f"{self.texts:,} texts to embed if none is cached")
-        return (f"embeddings: about {duration(seconds, minute_digits=0)} of it, " if seconds is not None
-                else "embeddings: not counted, ") + f"{left} ({where})"
-
-
 def embedding_seconds(emb: Embedding | None) -> float:
     """The embeddings' seconds now: the two-idle-core estimate times (load + the encoder's torch
     threads) / cores, at least 1: its threads share the cores with every other runnable thread.
@@ -91,215 +67,14 @@ def embedding_seconds(emb: Embedding | None) -> float:
     return emb.seconds * max(1.0, (_load() + min(torch.get_num_threads(), cores)) / cores)
 
 
-def settings_embedding(ds: dict) -> Embedding | None:
-    """A text dataset's embeddings from its settings alone (every text, nothing cached)."""
-    if ds.get("name") not in ("imdb", "sst2"):
-        return None
-    from certdp.data import settings as dataset_settings
-    from certdp.data.text_profiles import embedding_cost
-    c = embedding_cost(ds["name"], dataset_settings(ds, ds["name"]))
-    return Embedding(c["texts"], c["texts"], c["encoder"], c["device"], c.get("seconds"))
-
-
-@dataclass
-class Work:
-    """A run's loops: ``train`` [(steps, elements per step)] of training-like steps (B*P),
-    ``agt`` {rate key: [(steps, elements per step)]} of AGT steps (K*B*P) and ``other`` {rate
-    key: [(steps or calls, elements)]} of the matched DP-SGD steps (draws*B*P) and the DP-SGD
-    accountants' noise calibrations (calls); ``specs``: what each key times (``train_spec`` the
-    training steps'); ``tags``: the checkpoint loop key of a loop ("agt#0" -> ("agt", key,
-    index)); ``unmodelled`` names what the estimate leaves out."""
-    train: list[tuple[float, float]] = field(default_factory=list)
-    agt: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    unmodelled: list[str] = field(default_factory=list)
-    specs: dict[str, Spec] = field(default_factory=dict)
-    train_spec: Spec | None = None
-    tags: dict[str, tuple] = field(default_factory=dict)
-    other: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    embedding: Embedding | None = None
-
-    def add_agt(self, spec: Spec, steps: float, elements: float) -> None:
-        self.specs[spec.key] = spec
-        self.agt.setdefault(spec.key, []).append((float(steps), float(elements)))
-
-    def add_other(self, spec: Spec, steps: float, elements: float) -> None:
-        self.specs[spec.key] = spec
-        self.other.setdefault(spec.key, []).append((float(steps), float(elements)))
-
-    def elements(self) -> float:
-        """Every loop's steps x elements, summed."""
-        return sum(s * e for s, e in self.train) + sum(s * e for loops in (*self.agt.values(), *self.other.values())
-                                                       for s, e in loops)
-
-    def left(self, entries: dict | None) -> "Work":
-        """The work a run resumed from a checkpoint's ``entries`` (:func:`certdp.checkpoint.load`)
-        has left: a tagged loop the checkpoint finished counts nothing, one saved at step s
-        counts its steps after s; an untagged loop counts whole."""
-        out = Work(list(self.train), {k: list(v) for k, v in self.agt.items()}, list(self.unmodelled),
-                   dict(self.specs), self.train_spec, dict(self.tags), {k: list(v) for k, v in self.other.items()},
-                   self.embedding)
-        for ck, (kind, key, i) in self.tags.items():
-            entry = (entries or {}).get(ck)
-            if not isinstance(entry, dict):
-                continue
-            loops = out.train if kind == "train" else out.agt[key]
-            steps, el = loops[i]
-            done = steps if entry.get("done") else min(float(entry.get("step", 0)), steps)
-            loops[i] = (steps - done, el)
-        return out
-
-
-def _arch(settings) -> str:
-    """The run's architecture (``model.arch=auto``: the dataset's default)."""
-    arch = getattr(getattr(settings, "model", None), "arch", "linear")
-    return (dict(settings.dataset).get("model") or {}).get("arch", "linear") if arch == "auto" else arch
-
-
-def _shape(settings, d: int, n_out: int) -> tuple[tuple[int, ...], str]:
-    """(layer widths, loss) of the run's model, as :func:`certdp.certify.experiment._model`
-    builds it: regression trains ``model.loss`` (mse), binary labels the hinge (softmax CE for
-    the logistic model), several classes the softmax CE."""
-    from certdp.data import entries
-    ds = dict(settings.dataset)
-    arch = _arch(settings)
-    hidden = settings.model.hidden or tuple((ds.get("model") or {}).get("hidden") or ())
-    task = entries()[ds["name"]].task
-    if task == "regression":
-        loss = getattr(settings.model, "loss", None) or "mse"
-    else:
-        loss = "hinge" if task == "binary" and arch != "logistic" else "ce"
-    return ((d, *[int(h) for h in hidden], n_out) if arch == "mlp" else (d, n_out)), loss
-
-
-def _engine(cert) -> tuple[tuple, str | None, str]:
-    """((name, options) of the engine, its aggregation (IBP), its substitution budget)."""
-    try:
-        subs = cert.build().substitutions
-    except Exception:
-        subs = cert.option("substitutions", "per_batch")
-    agg = str(cert.option("aggregation", "topk")) if cert.name == "ibp" else None
-    return (cert.name, tuple(cert.options)), agg, subs
-
-
 def work_of(settings) -> Work | None:
-    """The loops of a run of ``settings`` (:class:`certdp.settings.experiment.ExperimentSettings`
-    or a command without data), or None when the run's size is unknown before its data is read."""
-    from certdp.data import dataset_size
-
+    """The loops of a run of ``settings``, counted by its command's cost model
+    (:attr:`certdp.commands.Command.cost`), or None when the run's size is unknown before its data
+    is read."""
+    from certdp import commands
     command = getattr(settings, "command", None) or getattr(getattr(settings, "run", None), "command", "")
-    w = Work()
-    if command == "feasibility":
-        return w
-    if command == "hybrid":
-        w.unmodelled.append("the hybrid's encoder and DP-LoRA fine-tunes")
-        return w
-    if command in ("audit", "dpaudit"):
-        w.unmodelled.append(f"the {command} retrainings")
-        return w
-    ds = dict(settings.dataset)
-    size = dataset_size(ds)
-    if size is None:
-        return None
-    n, d, n_out = size
-    w.embedding = settings_embedding(ds)
-    widths, loss = _shape(settings, d, n_out)
-    P = Spec(widths, loss).n_params
-    tr = settings.train
-    shards = getattr(settings, "shards", None)
-    if shards is not None and shards.max_train:
-        n = min(n, shards.max_train)
-    T = tr.steps
-    B = n if tr.batch_size is None else min(tr.batch_size, n)
-    w.train_spec = Spec(widths, loss, hint=B * P)
-    cert = settings.certificate
-    window = cert.name not in MODELLED_ENGINES
-    engine, agg, subs = _engine(cert)
-    share = getattr(getattr(settings, "ags", None), "share_ratio", None)
-
-    def agt(steps: float, radii: list[int], b: int, n_pass: int, tag: str | None = None) -> None:
-        if window:
-            w.train.append((steps, b * P))                 # the nominal track; the solves are not modelled
-            return
-        E = n_pass // b if subs == "per_epoch" and b < n_pass else 0
-        limit = b * E if E >= 2 else b                     # the radii AGT computes (agt.run_agt)
-        k = sum(1 for r in radii if r < limit)
-        if share:                                          # shared boxes: one per point of the ratio grid
-            k = min(k, int(math.log(max(k, 1)) / math.log(share)) + 3)
-        el = k * b * P
-        compiled = None
-        if agg == "tau":
-            from certdp.bounds.ibp import COMPILE_MIN_ELEMENTS
-            compiled = el >= COMPILE_MIN_ELEMENTS
-        spec = Spec(widths, loss, engine, batch=b, kind="agt", minibatch=E >= 2, compiled=compiled, hint=el)
-        if tag:
-            w.tags[tag] = ("agt", spec.key, len(w.agt.get(spec.key, [])))
-        w.add_agt(spec, steps, el)
-
-    if window:
-        w.unmodelled.append(f"the {cert.name} engine's time" if cert.name == "crowntt" else f"the {cert.name} solver's time")
-    radii = settings.staircase.radii(n)
-    w.train.append((T, B * P))                             # nominal training
-    if command in ("agtr", "certify", "ags"):
-        w.tags["nominal#0"] = ("train", None, 0)
-    if command in ("agtr", "certify"):
-        agt(T, radii, B, n, "agt#0")
-    elif command == "ags":
-        st, pv = settings.ags, settings.privacy
-        agt(T, radii, B, n, "agt#0")
-        if st.releases_n > 1:                              # every draw re-certifies the later windows
-            redo = T * (st.releases_n - 1) / st.releases_n
-            agt(redo * pv.n_draws * len(pv.releases) * len(pv.epsilons), radii, B, n)
-        for nr in st.ablation_n:
-            agt(T, radii, B, n)
-            cells = len(pv.epsilons) * len(st.ablation_compositions) * st.ablation_draws
-            agt(T * (nr - 1) / nr * cells, radii, B, n)
-        _baselines(w, settings, st.baselines, st.baseline_draws or pv.n_draws, n, B, P)
-    elif command == "dpsgd":
-        arms = settings.baselines.arms or ("dpsgd_matched", "dpsgd_optimised")
-        _baselines(w, settings, arms, settings.privacy.n_draws, n, B, P)
-    elif command == "pate":
-        smooth = any(m.kind == "smooth" for m in settings.privacy.mechanisms())
-        if smooth and "agtr" in shards.arms:
-            st = settings.staircase if shards.full_staircase == "agtr" else shards.staircase
-            agt(T, st.radii(n), n, n)
-        for m in shards.shards:
-            w.train.append((T, n * P))                     # the m shard models, vectorised
-            if smooth and any(a in shards.arms for a in ("pate_agtr", "agtr_wor")) and m > 1:
-                size = max(1, n // m)                      # one AGT pass per shard, in turn
-                agt(T * m, shards.staircase.radii(size), size, size)
-    else:
-        w.unmodelled.append(f"certdp {command}")
-    return w
-
-
-def _baselines(w: Work, settings, arms, draws: int, n: int, B: int, P: int) -> None:
-    """The trained baselines of AGS / dpsgd: matched DP-SGD (draws trajectories per budget and
-    regime, its own rate), the optimised grid (every candidate's steps once per approximate
-    budget, the chosen one again per further accountant, and a noise calibration per batch size
-    and epoch count, or per further accountant: the accountants' rates), PATE (teachers once, a
-    student per budget, regime and query count)."""
-    from certdp.privacy.dpsgd_core import poisson_schedule
-    tr, pv, bl = settings.train, settings.privacy, settings.baselines
-    n_eps = len(pv.epsilons)
-    spec = w.train_spec
-    for arm in ("dpsgd_matched", "dpsgd_matched_basic"):
-        if arm in arms:
-            w.add_other(Spec(spec.widths, spec.loss, batch=B, kind="dpsgd"), tr.steps * 2 * n_eps, draws * B * P)
-    if "dpsgd_optimised" in arms:
-        g = bl.grid
-        for bs in g.batch_size:
-            for ep in g.epochs:
-                b, _, steps = poisson_schedule(batch_size=bs, epochs=ep, n=n)
-                w.train.append((n_eps * steps * len(g.lr) * len(g.clip), b * P))
-        b, _, steps = poisson_schedule(batch_size=max(g.batch_size), epochs=max(g.epochs), n=n)
-        w.train.append((n_eps * steps * max(0, len(bl.accountants) - 1), b * P))
-        for i, name in enumerate(bl.accountants):
-            calls = n_eps * (len(g.batch_size) * len(g.epochs) if i == 0 else 1)
-            w.add_other(Spec((), "", (name, ()), kind="accountant"), calls, 0.0)
-    if "pate" in arms:
-        w.train.append((tr.steps * len(bl.teachers), n * P))
-        student = min(tr.steps, bl.student_steps)
-        w.train.append((student * 2 * n_eps * len(bl.teachers), sum(bl.queries) * P))
+    entry = commands.get(command)
+    return entry.work(settings) if entry is not None else Work(unmodelled=[f"certdp {command}"])
 
 
 # ---------------------------------------------------------------------------- the estimate

@@ -51,14 +51,10 @@ def no_compile(on: bool):
 @contextlib.contextmanager
 def apart():
     """A fresh, inert checkpoint session for the duration; the run's own afterwards."""
-    before = checkpoint.current()
     own = checkpoint.Session(folder=None, interval_s=None, progress_s=None)
     own.signal_at = None
-    checkpoint.activate(own)
-    try:
+    with checkpoint.active(own):
         yield
-    finally:
-        checkpoint.activate(before)
 
 
 # the accountant's calibration timed: a Poisson-sampled run of this many steps at this rate (the

@@ -20,18 +20,6 @@ from certdp.settings.training import refuse_explicit_options
 MAX_SWEEP_JOBS = 10_000          # each job is composed and checked before the first runs
 MAX_CHECKED_TABLE_BYTES = 32 << 20   # a sweep's csv tables up to this size are read and checked in full
 
-_HYDRA_ERRORS = (
-    (r"Could not override '([^']+)'", "unknown setting; to add it use +{key}=..., but certdp reads only known keys; "
-                                      "allowed: the keys `certdp COMMAND --cfg job` shows"),
-    (r"Could not append to config\. An item is already at '([^']+)'", "already set; allowed: {key}=... without the +"),
-    (r"Could not delete from config\. '([^']+)' does not exist", "not set, so it cannot be removed; allowed: ~KEY "
-                                                                 "for a key that is set"),
-    (r"Could not delete from config\. The value of '([^']+)'", "holds another value than the one given; allowed: "
-                                                               "~{key} alone"),
-    (r"Could not find '([^']+)'", "no such config group option; allowed: the options `certdp list` shows"),
-)
-
-
 # ------------------------------------------------------------------ the command line
 def _group_options(group: str) -> list[str] | None:
     d = config_dir() / group
@@ -70,11 +58,10 @@ def validate_overrides(args: list[str]) -> None:
                 _refuse(f"{key}={v}: unknown {key}; allowed: {_group_allowed(key, opts)}")
 
 
-# Hydra's flags that certdp passes on: flag -> values it takes (None: an optional topic)
-HYDRA_FLAGS = {"-m": 0, "--multirun": 0, "--cfg": 1, "-c": 1, "--package": 1, "-p": 1, "--resolve": 0,
-               "--info": None, "-i": None, "--config-dir": 1, "-cd": 1}
-CFG_PARTS = ("job", "hydra", "all")
-INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+# Hydra's own flags (its argument parser, hydra._internal.utils.get_args_parser) that certdp passes
+# on, by their argparse names; the others (--run, --config-path, --config-name, --hydra-help,
+# --version, --shell-completion, --experimental-rerun) are certdp's to decide, not Hydra's
+PASSED_ON = ("multirun", "cfg", "package", "resolve", "info", "config_dir")
 FLAGS_ALLOWED = ("-m/--multirun, --cfg job|hydra|all, --package PKG, --resolve, --info [TOPIC], --config-dir DIR, "
                  "--help")
 
@@ -85,72 +72,63 @@ def _refuse(message: str) -> None:
 
 
 def split_command_line(command: str, args: list[str]) -> tuple[list[str], list[str]]:
-    """(Hydra flags, overrides) of a command line, flags first wherever they stood
-    (``certdp agtr a=1 -m b=1,2`` is ``-m a=1 b=1,2``); an unknown flag, a missing or unknown
-    flag value, or a ``--config-dir`` that is not a folder is refused in one line."""
-    flags, overrides, i = [], [], 0
-    while i < len(args):
-        a = args[i]
-        i += 1
-        if not a.startswith("-"):
-            overrides.append(a)
-            continue
-        name, eq, val = a.partition("=")
-        if name not in HYDRA_FLAGS:
-            _refuse(f"{name}: unknown option of certdp {command}; allowed: {FLAGS_ALLOWED}")
-        takes = HYDRA_FLAGS[name]
-        if takes == 0:
-            if eq:
-                _refuse(f"{name}: takes no value (got {a!r}); allowed: {FLAGS_ALLOWED}")
-            flags.append(name)
-            continue
-        if takes is None:           # an optional topic: the next word unless it is an override or a flag
-            if not eq and i < len(args) and not args[i].startswith("-") and "=" not in args[i]:
-                val, eq, i = args[i], "=", i + 1
-            if eq and val not in INFO_TOPICS:
-                _refuse(f"{name}: unknown topic {val!r}; allowed: {', '.join(INFO_TOPICS)}")
-            flags += [name] + ([val] if eq else [])
-            continue
-        if not eq:
-            if i >= len(args) or args[i].startswith("-"):
-                _refuse(f"{name}: needs a value; allowed: {FLAGS_ALLOWED}")
-            val, i = args[i], i + 1
-        if name in ("--cfg", "-c") and val not in CFG_PARTS:
-            _refuse(f"{name}: unknown part {val!r}; allowed: {', '.join(CFG_PARTS)}")
-        if name in ("--config-dir", "-cd") and not Path(val).expanduser().is_dir():
-            _refuse(f"{name}: {val} is not a folder; allowed: an existing folder of extra config files")
-        flags += [name, val]
-    modes = sorted({"-m" if f in ("-m", "--multirun") else "--cfg" if f in ("--cfg", "-c") else "--info"
-                    for f in flags if f in ("-m", "--multirun", "--cfg", "-c", "--info", "-i")})
+    """(Hydra flags, overrides) of a command line, read by Hydra's own argument parser (flags
+    anywhere: ``certdp agtr a=1 -m b=1,2`` is ``--multirun a=1 b=1,2``); each flag is returned by
+    its long name.  A flag certdp does not pass on, Hydra's parser's refusal (a missing or unknown
+    value), a ``--config-dir`` that is not a folder and a mix of modes are refused in one line."""
+    import re
+
+    from hydra._internal.utils import get_args_parser
+    parser = get_args_parser()
+    actions = [a for a in parser._actions if a.dest in PASSED_ON]
+    names = {o for a in actions for o in a.option_strings}
+    for a in args:
+        if a.startswith("-") and a.partition("=")[0] not in names:
+            _refuse(f"{a.partition('=')[0]}: unknown option of certdp {command}; allowed: {FLAGS_ALLOWED}")
+
+    def error(message: str):
+        m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message)
+        _refuse(f"{m.group(1)}: {m.group(2)}; allowed: {FLAGS_ALLOWED}" if m else f"{args[0]}: {message}; allowed: "
+                f"{FLAGS_ALLOWED}")
+    parser.error = error
+    ns = parser.parse_intermixed_args(args)
+    given = {max(a.option_strings, key=len): getattr(ns, a.dest) for a in actions
+             if getattr(ns, a.dest) not in (None, False)}
+    flags = [x for flag, v in given.items() for x in ([flag] if v is True else [flag, str(v)])]
+    if "--config-dir" in given and not Path(given["--config-dir"]).expanduser().is_dir():
+        _refuse(f"--config-dir: {given['--config-dir']} is not a folder; allowed: an existing folder of extra config files")
+    modes = [f for f in ("--cfg", "--info", "--multirun") if f in given]
     if len(modes) > 1:
+        modes = [{"--multirun": "-m"}.get(m, m) for m in modes]
         _refuse(f"{modes[1]}: cannot be combined with {modes[0]}; allowed: one of -m (run a sweep), --cfg (print the "
-             "config), --info (print Hydra's information)")
-    printing = [f for f in flags if f in ("--package", "-p", "--resolve")]
+                "config), --info (print Hydra's information)")
+    printing = [f for f in ("--package", "--resolve") if f in given]
     if printing and not any(m in modes for m in ("--cfg", "--info")):
         _refuse(f"{printing[0]}: only with --cfg or --info (it changes what they print); allowed: --cfg job "
-             f"{printing[0]}{' PKG' if printing[0] != '--resolve' else ''}")
-    return flags, overrides
+                f"{printing[0]}{' PKG' if printing[0] != '--resolve' else ''}")
+    return flags, list(ns.overrides or ())
 
 
 # ------------------------------------------------------------------ composing every job
-def _hydra_error(e: Exception) -> tuple[str, str]:
-    """(key, problem) for Hydra's or OmegaConf's composition error ``e``."""
+def _hydra_error(e: Exception, overrides: list[str]) -> tuple[str, str]:
+    """(key, problem) for Hydra's or OmegaConf's composition error ``e``: the key is the first
+    override (or its config group) that Hydra's message names in quotes, else OmegaConf's
+    ``full_key``; the problem is Hydra's own message (its config search path left out)."""
     import re
     text = " ".join(str(e).split())
-    for pattern, what in _HYDRA_ERRORS:
-        m = re.search(pattern, text)
-        if m:
-            key = m.group(1).rsplit("/", 1)[0] if "Could not find" in pattern else m.group(1)
-            cause = e.__cause__ or e.__context__
-            detail = f" (Hydra: {' '.join(str(cause).split())[:160]})" if cause is not None else ""
-            return key, f"{what.format(key=key)}{detail}"
-    key = getattr(e, "full_key", None)
-    if "nterpolation" in type(e).__name__ or "nterpolation" in text:
-        first = text.split(" full_key:")[0][:160]
-        return (str(key) if key else "config"), (f"cannot be resolved ({first}); allowed: a plain value, or an "
-                                                 "interpolation of an existing key such as ${train.steps}")
-    return (str(key) if key else "config"), (f"{text.split(' full_key:')[0][:300]}; allowed: overrides of the keys "
-                                             "`certdp COMMAND --cfg job` shows")
+    keys = [a.split("=", 1)[0].lstrip("+~") for a in overrides]
+    quoted = re.findall(r"'([^']+)'", text)
+    key = next((k for q in quoted for k in (q, q.rsplit("/", 1)[0]) if k in keys), None)
+    key = key or (str(getattr(e, "full_key", "") or "") or "config")
+    what = text.split(" full_key:")[0].split(" Config search path:")[0][:300].rstrip(".")
+    cause = " ".join(str(e.__cause__ or e.__context__ or "").split()).split(" full_key:")[0][:160]
+    if cause and cause not in what:
+        what += f" ({cause})"
+    allowed = ("a plain value, or an interpolation of an existing key such as ${train.steps}"
+               if "nterpolation" in type(e).__name__ or "nterpolation" in text else
+               "overrides of the keys `certdp COMMAND --cfg job` shows (KEY=VALUE sets one, ~KEY removes one) and the "
+               "config group options `certdp list` shows")
+    return key, f"{what}; allowed: {allowed}"
 
 
 def _parse_overrides(overrides: list[str], *, multirun: bool) -> None:
@@ -178,14 +156,15 @@ def _parse_overrides(overrides: list[str], *, multirun: bool) -> None:
                                    f"range(start,stop,step), choice(a,b) or glob(pattern)")
 
 
-def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, config_path: str,
+def compose_and_parse(command, overrides: list[str], *, multirun: bool, config_path: str,
                       config_name: str, configs: list | None = None) -> list:
     """Compose every job of the command line and parse its settings before Hydra runs any:
     a bad value in the third job of a sweep refuses the whole sweep before the first job
     writes anything, and Hydra's own errors (syntax, unknown keys, interpolations) become one
     line.  Returns the settings of every job, in Hydra's job order (each job runs on these, not on
-    a second parse: :func:`certdp.runs.job_settings`); ``configs``, when given, receives the
-    composed config of every job.  Raises :class:`ConfigError` naming the key of the first
+    a second parse: :meth:`certdp.job.CommandLine.settings_of`); ``configs``, when given, receives the
+    composed config of every job.  ``command``: the command's registry entry (its settings
+    parser, :class:`certdp.commands.Command`) or its name (:func:`certdp.settings.parse`).  Raises :class:`ConfigError` naming the key of the first
     problem."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -196,6 +175,7 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
     from omegaconf.errors import OmegaConfBaseException
 
     _parse_overrides(overrides, multirun=multirun)
+    parse_job = command.parse if hasattr(command, "parse") else (lambda d: parse(command, d))
     out = []
     GlobalHydra.instance().clear()
     try:
@@ -208,7 +188,7 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
                     jobs = [job for batch in BasicSweeper.split_arguments(parser.parse_overrides(overrides), None)
                             for job in batch]
                 except HydraException as e:
-                    key, what = _hydra_error(e)
+                    key, what = _hydra_error(e, overrides)
                     raise ConfigError(key, what) from None
                 if len(jobs) > MAX_SWEEP_JOBS:
                     raise ConfigError("-m", f"the sweep holds {len(jobs):,} jobs; allowed: at most {MAX_SWEEP_JOBS:,} "
@@ -217,9 +197,9 @@ def compose_and_parse(command: str, overrides: list[str], *, multirun: bool, con
                 try:
                     d = OmegaConf.to_container(compose(config_name=config_name, overrides=job), resolve=True)
                 except (HydraException, OmegaConfBaseException) as e:
-                    key, what = _hydra_error(e)
+                    key, what = _hydra_error(e, job)
                     raise ConfigError(key, what) from None
-                out.append(parse(command, d))
+                out.append(parse_job(d))
                 if configs is not None:
                     configs.append(d)
                 cert = getattr(out[-1], "certificate", None)
