@@ -66,7 +66,7 @@ from certdp.privacy import noise
 from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
 from certdp.privacy.mechanisms import analytic_gaussian_sigma, gdp_mu
 from certdp.seeding import generator_for
-from certdp.training import TrainSettings, clipped_step, train
+from certdp.training import TrainSettings, clipped_step
 
 log = logging.getLogger("certdp")
 
