@@ -269,7 +269,7 @@ def tables(tmp_path_factory) -> Path:
     (d / "header.csv").write_text("x1,x2,y\n")
     (d / "binary.csv").write_bytes(bytes(rng.integers(0, 256, 4096, dtype=np.uint8)))
     # bad cells in every tenth row, so that public and test rows hold some (a bad cell in a private
-    # row is imputed or clipped, not refused: tests/test_outcome.py)
+    # row is imputed or clipped, not refused: tests/test_certify.py)
     good.assign(x1=np.where(np.arange(n) % 10 == 7, np.inf, x1)).to_csv(d / "inf.csv", index=False)
     good.assign(y=np.where(np.arange(n) % 10 == 3, np.nan, y)).to_csv(d / "nan.csv", index=False)
     good.assign(y=3.0).to_csv(d / "const.csv", index=False)
