@@ -1,4 +1,5 @@
-"""Bad input is refused in one line naming the key, before any result is written (issue 11).
+"""Every command's settings (certdp.settings, the one entrance): bad input is refused in one line
+naming the key, before any result is written.
 
 Every case runs the real command line in-process (``certdp.cli.main`` with ``sys.argv``
 patched; Hydra's ``main`` composes afresh on every call) and asserts: exit status 2, exactly one
@@ -12,17 +13,13 @@ results.  A handful of valid inputs that must run closes the file.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import logging
 import math
 import os
-import re
 import resource
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +28,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from certdp import cli
-from cli_helpers import restored_root_logging
+from cli_helpers import assert_refused, invoke
 
 REPO = Path(__file__).resolve().parent.parent
 HYBRID_DATA = REPO / "tests" / "fixtures" / "hybrid" / "sst2"
@@ -282,57 +278,6 @@ def tables(tmp_path_factory) -> Path:
     (d / "ragged.csv").write_text("\n".join(ragged) + "\n")
     (d / "afile").write_text("a regular file\n")
     return d
-
-
-def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
-    """Run ``certdp <argv>`` in this process; returns (exit status, stdout, stderr).  A crash
-    that escapes ``main`` is printed as the interpreter would (a traceback, status 1)."""
-    argv = [a.replace("{fx}", str(fx)).replace("{out}", str(out)) for a in argv]
-    if argv and argv[0] not in ("figures", "list") and not any(a.startswith("out_root=") for a in argv):
-        argv.append(f"out_root={out / 'o'}")
-    env, cwd, old_argv = dict(os.environ), os.getcwd(), sys.argv
-    os.environ.update({"CERTDP_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CERTDP_CACHE": str(out / "cache")})
-    os.environ.pop("CERTDP_DATA_DIR", None)
-    out.mkdir(parents=True, exist_ok=True)
-    os.chdir(out)                    # anything written relative to the working folder lands here
-    so, se = io.StringIO(), io.StringIO()
-    old_out, old_err = sys.stdout, sys.stderr
-    sys.argv = ["certdp", *argv]
-    with restored_root_logging():
-        try:
-            with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-                try:
-                    cli.main()
-                    code = 0
-                except SystemExit as e:
-                    code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
-                    if isinstance(e.code, str):
-                        print(e.code, file=sys.stderr)
-                except BaseException:
-                    traceback.print_exc()
-                    code = 1
-        finally:
-            sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
-            sys.argv = old_argv
-            os.chdir(cwd)
-            os.environ.clear()
-            os.environ.update(env)
-    return code, so.getvalue(), se.getvalue()
-
-
-def assert_refused(code: int, err: str, keys: tuple, out: Path) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert "Traceback" not in err and "Error executing job" not in err, err[-2000:]
-    assert code == 2, f"exit {code}: {err[-800:]}"
-    assert len(lines) == 1, f"{len(lines)} stderr lines:\n{err[-1500:]}"
-    named = re.match(r"^certdp: error: ([^\s:]+): .*?; allowed: \S", lines[0])      # the one format of a refusal
-    assert named, lines[0]
-    assert any(named.group(1) == k or named.group(1).startswith(k + "=") for k in keys), \
-        f"named {named.group(1)!r}, expected {' or '.join(keys)}: {lines[0]}"
-    left = sorted(f for f in (out / "o").rglob("*.csv")          # a staging folder is no result
-                  if not any(".incomplete-" in part or ".replaced-" in part for part in f.parts)) \
-        if (out / "o").exists() else []
-    assert not left, f"results left behind: {left[:3]}"
 
 
 @pytest.mark.parametrize("argv,keys", CASES)
