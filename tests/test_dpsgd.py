@@ -9,8 +9,8 @@ import torch
 from certdp.baselines import dpsgd_matched, matched_noise, participations
 from certdp.certify.pate import pate_labels
 from certdp.privacy.mechanisms import gdp_mu
-from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_poisson,
-                                       noise_multiplier, poisson_dpsgd, poisson_schedule)
+from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_steps,
+                                       noise_multiplier, poisson_schedule, train_dpsgd)
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
 
@@ -136,7 +136,7 @@ def test_dpsgd_poisson_noise_free_full_batch_is_clipped_gd():
     from certdp.models import build_model
     m = build_model("logistic", 4, n_out=3)
     theta, clip, lr = m.init(0), 0.2, 0.7
-    got = dpsgd_poisson(m, theta, x, y, lr=lr, clip=clip, sigma=0.0, sample_rate=1.0, steps=6, gen=torch.Generator())
+    got = train_dpsgd(m, theta, x, y, lr=lr, clip=clip, sigma=0.0, sample_rate=1.0, steps=6, gen=torch.Generator())
     for _ in range(6):
         gr = m.per_sample_grads(theta, x, y)
         norms = gr.norm(dim=-1, keepdim=True)
@@ -157,7 +157,7 @@ def test_poisson_dpsgd_resumes_exactly_with_per_step_generators():
 
         def update(noisy, expected_batch):
             state["w"] = state["w"] + 0.5 * noisy["w"] / expected_batch
-        poisson_dpsgd(n=50, steps=stop, sample_rate=0.2, clip=1.0, sigma=1.1, clipped_grad_sum=grad_sum,
+        dpsgd_steps(n=50, steps=stop, sample_rate=0.2, clip=1.0, sigma=1.1, clipped_grad_sum=grad_sum,
                       apply_update=update, generator_at=lambda t: torch.Generator().manual_seed(100 + t), start=start)
         return state
 
