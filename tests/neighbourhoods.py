@@ -139,8 +139,8 @@ def toy_problem(widths, loss: str, n: int, b: int, steps: int, lr: float, clip: 
     gen = torch.Generator().manual_seed(data_seed)
     m = ModelSpec(widths, loss)
     x, y = toy_data(loss, n, widths[0], gen)
-    s = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=train_seed)
-    return m, x, y, s, batch_plan(n, s), gen
+    train_settings = TrainSettings(steps=steps, lr=lr, clip=clip, batch_size=b, seed=train_seed)
+    return m, x, y, train_settings, batch_plan(n, train_settings), gen
 
 
 def assert_contains_neighbours(env, model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, settings, *,

@@ -94,7 +94,7 @@ def _certify(run: str, path: str, more=()) -> dict:
     """Run the command end to end (the runner: data, checks, training, envelopes, releases) and
     keep the certificate its release is calibrated to (recorded from the runner's own call of
     the certify layer; recomputed the same way should the runner stop calling it)."""
-    s = _settings(run, path, more)
+    settings = _settings(run, path, more)
     cmd = RUNS[run][0]
     runner = agtr_runner if cmd == "agtr" else ags_runner
     name = "certify_predictions" if cmd == "agtr" else "certify_window"
@@ -108,14 +108,14 @@ def _certify(run: str, path: str, more=()) -> dict:
     mp = pytest.MonkeyPatch()
     mp.setattr(runner, name, recorded)
     try:
-        frames = runner.run(s, progress=False)
+        frames = runner.run(settings, progress=False)
     finally:
         mp.undo()
     assert len(frames["results"]) > 0
     if seen:
         exp, res = seen[0]
     else:
-        exp = build_experiment(s, task="regression" if cmd == "agtr" else "classification", smooth_release=True)
+        exp = build_experiment(settings, task="regression" if cmd == "agtr" else "classification", smooth_release=True)
         theta0 = exp.model.init(exp.train.seed)
         res = certify_predictions(exp) if cmd == "agtr" else certify_window(exp, theta0, (0, exp.train.steps))
     out = {"dataset": exp.dataset, "exp": exp, "env": res[0], "staircase": res[1]}

@@ -139,11 +139,11 @@ def test_cross_checks_between_settings():
 
 
 def test_valid_forms_are_accepted_and_canonical():
-    s = dataset_settings({"name": "linear", "n_train": 1e3, "output_range": 10, "noise": 0})
-    assert s["n_train"] == 1000 and isinstance(s["n_train"], int)
-    assert s["output_range"] == (-5.0, 5.0) and s["noise"] == 0.0
-    s = dataset_settings({"name": "csv", "features": "a", "target": 2020, "output_range": [-5, 5]})
-    assert s["features"] == ("a",) and s["target"] == "2020" and s["output_range"] == (-5.0, 5.0)
+    params = dataset_settings({"name": "linear", "n_train": 1e3, "output_range": 10, "noise": 0})
+    assert params["n_train"] == 1000 and isinstance(params["n_train"], int)
+    assert params["output_range"] == (-5.0, 5.0) and params["noise"] == 0.0
+    params = dataset_settings({"name": "csv", "features": "a", "target": 2020, "output_range": [-5, 5]})
+    assert params["features"] == ("a",) and params["target"] == "2020" and params["output_range"] == (-5.0, 5.0)
     assert dataset_settings({"name": "imdb", "device": "cuda:1"})["device"] == "cuda:1"
     assert dataset_settings({"name": "mnist5", "digits": [0, 1, 2], "n_classes": None})["digits"] == (0, 1, 2)
     # parsing is idempotent: a parsed section parses to itself
@@ -155,8 +155,8 @@ def test_valid_forms_are_accepted_and_canonical():
 def test_the_shipped_dataset_configs_parse():
     for f in sorted((config_dir() / "dataset").glob("*.yaml")):
         cfg = yaml.safe_load(f.read_text())
-        s = dataset_settings(cfg)                    # every key known, every default valid
-        assert s["name"] == f.stem
+        params = dataset_settings(cfg)                    # every key known, every default valid
+        assert params["name"] == f.stem
 
 
 def test_linear_and_blobs_run_with_checked_sizes():

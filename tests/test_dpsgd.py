@@ -56,8 +56,8 @@ def test_matched_basic_composition_arm_is_per_step_dp(eps, T):
 
 
 def test_participations_fixed_plan():
-    st = TrainSettings(steps=200, lr=0.5, clip=0.05, batch_size=20, seed=0)
-    assert participations(batch_plan(200, st), 200) == 20
+    train_settings = TrainSettings(steps=200, lr=0.5, clip=0.05, batch_size=20, seed=0)
+    assert participations(batch_plan(200, train_settings), 200) == 20
     st_full = TrainSettings(steps=7, lr=0.5, clip=0.05)
     assert participations(batch_plan(50, st_full), 50) == 7
 
@@ -69,11 +69,11 @@ def test_matched_training_noise_free_limit():
     x = torch.randn(40, 3, generator=g, dtype=torch.float64)
     y = torch.where(torch.randn(40, generator=g) > 0, 1.0, -1.0).to(torch.float64)
     m = ModelSpec((3, 1), "hinge")
-    st = TrainSettings(steps=10, lr=0.5, clip=0.05, batch_size=10, seed=0)
-    plan = batch_plan(40, st)
-    th = dpsgd_matched(m, m.init(0), x, y, st, plan, regime="pure", epsilon=1e12, delta=0.0, n_draws=2,
+    train_settings = TrainSettings(steps=10, lr=0.5, clip=0.05, batch_size=10, seed=0)
+    plan = batch_plan(40, train_settings)
+    th = dpsgd_matched(m, m.init(0), x, y, train_settings, plan, regime="pure", epsilon=1e12, delta=0.0, n_draws=2,
                        gen=torch.Generator().manual_seed(1))
-    assert torch.allclose(th, train(m, m.init(0), x, y, st, plan=plan).expand(2, -1), atol=1e-6)
+    assert torch.allclose(th, train(m, m.init(0), x, y, train_settings, plan=plan).expand(2, -1), atol=1e-6)
 
 
 def _poisson_gaussian_eps(accountant, sigma: float, q: float, steps: int, delta: float) -> float:

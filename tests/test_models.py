@@ -41,16 +41,16 @@ def test_batched_training_equals_individual_runs():
     m = ModelSpec((2, 5, 1), "mse")
     x = torch.randn(3, 20, 2, dtype=torch.float64)
     y = torch.randn(3, 20, dtype=torch.float64)
-    s = TrainSettings(steps=7, lr=0.1, clip=0.3, batch_size=4, seed=2)
+    train_settings = TrainSettings(steps=7, lr=0.1, clip=0.3, batch_size=4, seed=2)
     th = m.init(0)
-    batched = train(m, th.expand(3, -1), x, y, s)
+    batched = train(m, th.expand(3, -1), x, y, train_settings)
     for r in range(3):
-        assert torch.allclose(batched[r], train(m, th, x[r], y[r], s), atol=1e-13)
+        assert torch.allclose(batched[r], train(m, th, x[r], y[r], train_settings), atol=1e-13)
 
 
 def test_batch_plan_is_fixed_by_seed_and_data_independent():
-    s = TrainSettings(steps=30, lr=0.1, clip=1.0, batch_size=7, seed=5)
-    a, b = batch_plan(50, s), batch_plan(50, s)
+    train_settings = TrainSettings(steps=30, lr=0.1, clip=1.0, batch_size=7, seed=5)
+    a, b = batch_plan(50, train_settings), batch_plan(50, train_settings)
     assert torch.equal(a, b) and a.shape == (30, 7)
     # within an epoch no index repeats
     assert len(set(a[0:7].flatten().tolist())) == 49
@@ -60,10 +60,10 @@ def test_training_update_is_clipped_contracted_gd():
     m = ModelSpec((1, 1), "mse")
     x = torch.tensor([[1.0], [2.0]], dtype=torch.float64)
     y = torch.tensor([10.0, -3.0], dtype=torch.float64)
-    s = TrainSettings(steps=1, lr=0.5, clip=1.0, contraction=0.9)
+    train_settings = TrainSettings(steps=1, lr=0.5, clip=1.0, contraction=0.9)
     th = torch.tensor([0.2, -0.1], dtype=torch.float64)
     g = m.per_sample_grads(th, x, y).clamp(-1, 1)
-    assert torch.allclose(train(m, th, x, y, s), 0.9 * th - 0.5 * g.mean(0))
+    assert torch.allclose(train(m, th, x, y, train_settings), 0.9 * th - 0.5 * g.mean(0))
 
 
 def test_loss_objects_key_caches_like_their_names():
