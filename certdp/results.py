@@ -367,8 +367,11 @@ def check_output_path(path: str | os.PathLike, *, protect: tuple = (), overwrite
     p = Path(os.path.abspath(Path(path).expanduser()))
     try:
         st = os.lstat(p)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):        # nothing there (a file above it is refused below)
         st = None
+    except OSError as e:
+        raise OutputRefused(f"{p} cannot be checked ({e.strerror or e}); allowed: a file path in a writable "
+                            "folder") from None
     import stat as S
     for other in protect:
         q = Path(os.path.abspath(Path(other).expanduser()))

@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import re
 import sys
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,54 +121,3 @@ def refused_dataset(cfg: dict, key: str, *needles: str) -> str:
     for n in needles:
         assert n in msg, (n, msg)
     return msg
-
-
-def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
-    """Run ``certdp <argv>`` in this process; returns (exit status, stdout, stderr).  A crash
-    that escapes ``main`` is printed as the interpreter would (a traceback, status 1)."""
-    argv = [a.replace("{fx}", str(fx)).replace("{out}", str(out)) for a in argv]
-    if argv and argv[0] not in ("figures", "list") and not any(a.startswith("out_root=") for a in argv):
-        argv.append(f"out_root={out / 'o'}")
-    env, cwd, old_argv = dict(os.environ), os.getcwd(), sys.argv
-    os.environ.update({"CERTDP_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CERTDP_CACHE": str(out / "cache")})
-    os.environ.pop("CERTDP_DATA_DIR", None)
-    out.mkdir(parents=True, exist_ok=True)
-    os.chdir(out)                    # anything written relative to the working folder lands here
-    so, se = io.StringIO(), io.StringIO()
-    old_out, old_err = sys.stdout, sys.stderr
-    sys.argv = ["certdp", *argv]
-    with restored_root_logging():
-        try:
-            with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-                try:
-                    cli.main()
-                    code = 0
-                except SystemExit as e:
-                    code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
-                    if isinstance(e.code, str):
-                        print(e.code, file=sys.stderr)
-                except BaseException:
-                    traceback.print_exc()
-                    code = 1
-        finally:
-            sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
-            sys.argv = old_argv
-            os.chdir(cwd)
-            os.environ.clear()
-            os.environ.update(env)
-    return code, so.getvalue(), se.getvalue()
-
-
-def assert_refused(code: int, err: str, keys: tuple, out: Path) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert "Traceback" not in err and "Error executing job" not in err, err[-2000:]
-    assert code == 2, f"exit {code}: {err[-800:]}"
-    assert len(lines) == 1, f"{len(lines)} stderr lines:\n{err[-1500:]}"
-    named = re.match(r"^certdp: error: ([^\s:]+): .*?; allowed: \S", lines[0])      # the one format of a refusal
-    assert named, lines[0]
-    assert any(named.group(1) == k or named.group(1).startswith(k + "=") for k in keys), \
-        f"named {named.group(1)!r}, expected {' or '.join(keys)}: {lines[0]}"
-    left = sorted(f for f in (out / "o").rglob("*.csv")          # a staging folder is no result
-                  if not any(".incomplete-" in part or ".replaced-" in part for part in f.parts)) \
-        if (out / "o").exists() else []
-    assert not left, f"results left behind: {left[:3]}"

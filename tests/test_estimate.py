@@ -142,7 +142,8 @@ def test_declared_sizes_agree_with_each_real_datasets_documented_split():
     for name in ("california", "adult", "mnist5", "imdb", "sst2"):
         summary = entries()[name].summary
         documented = int(re.search(r"([\d,]+) private", summary).group(1).replace(",", ""))
-        assert dataset_size({"name": name})[0] == documented, name
+        cfg = {"name": name, **({"profile": "paper"} if name == "imdb" else {})}   # imdb's CPU default: a subset
+        assert dataset_size(cfg)[0] == documented, name
 
 
 def test_a_rate_is_timed_on_the_runs_own_model_engine_and_batch(tmp_path, monkeypatch):
@@ -393,3 +394,86 @@ def test_timing_inside_a_run_leaves_the_runs_checkpoint_alone(tmp_path):
     finally:
         checkpoint.activate(None)
     assert run.entries == {} and run.counts == {} and not (tmp_path / "r.resumable").exists()
+
+
+# ---------------------------------------------------------------------------- a text dataset's embeddings
+def _imdb(*more: str):
+    from pathlib import Path
+    fix = Path(__file__).parent / "fixtures" / "imdb"
+    return settings("ags", "dataset=imdb", "device=cpu", f"dataset.path={fix}", "dataset.n_private=30",
+                    "dataset.n_public=10", "dataset.n_test=12", "train.steps=5", "staircase.k_max=4", *more)
+
+
+class CountingEncoder:
+    """Unit-length 'embeddings' from a hash; notes whether the run had said its estimate when
+    the first text was embedded."""
+    tag, name, dim, device, max_seq_length = "count", "minilm", 8, "cpu", 128
+
+    def __init__(self, said=None):
+        self.said, self.seen = said, []
+
+    def encode(self, texts):
+        import hashlib
+
+        import numpy as np
+        self.seen.append(self.said.said if self.said is not None else None)
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, t in enumerate(texts):
+            v = np.frombuffer(hashlib.sha256(t.encode()).digest()[: self.dim], np.uint8).astype(np.float32) - 127.5
+            out[i] = v / np.linalg.norm(v)
+        return out
+
+
+def test_a_text_runs_estimate_counts_the_encoder_and_drops_once_its_embeddings_are_cached(tmp_path, monkeypatch,
+                                                                                          caplog):
+    from certdp.data import encoders
+    from certdp.data.encoders import cpu_seconds
+    Machine().install(monkeypatch, tmp_path)
+    s = _imdb()
+    w = E.work_of(s)                                        # from the settings: every text, nothing cached
+    emb = w.embedding
+    assert (emb.texts, emb.device, emb.exact) == (52, "cpu", False) and not w.unmodelled
+    assert emb.seconds == pytest.approx(52 * cpu_seconds("minilm", 1300.0, 128) / 2)
+    without = E.estimate(s, work=E.Work(**{**w.__dict__, "embedding": None}))
+    assert E.estimate(s, work=w).seconds == pytest.approx(without.seconds + E.embedding_seconds(emb)) and emb.seconds > 0
+    # a run counts what its cache lacks and says the estimate before it embeds anything
+    said = E.Announcer(s)
+    enc = CountingEncoder(said)
+    monkeypatch.setattr(encoders, "load_encoder", lambda cfg: enc)
+    with caplog.at_level("INFO", logger="certdp"), encoders.before_embedding(said.embedding):
+        load_dataset(dict(s.dataset), s.seed)
+    assert enc.seen and all(enc.seen) and said.pending.texts == said.pending.total == 52 and said.pending.exact
+    line = next(r.getMessage() for r in caplog.records if "estimate from the settings" in r.getMessage())
+    assert "embeddings: about" in line and "52 of 52 texts to embed" in line
+    first = E.estimate(s, work=E.Work(**{**w.__dict__, "embedding": said.pending}))
+    # the same run again: every chunk cached, nothing to embed, the estimate drops by the encoder's cost
+    caplog.clear()
+    again = E.Announcer(s)
+    enc.seen, enc.said = [], again
+    with caplog.at_level("INFO", logger="certdp"), encoders.before_embedding(again.embedding):
+        load_dataset(dict(s.dataset), s.seed)
+        assert enc.seen == [] and again.pending.texts == 0 and not again.said  # said after the data's checks
+        again.after_data()
+    line = next(r.getMessage() for r in caplog.records if "estimate from the settings" in r.getMessage())
+    assert "all 52 cached" in line
+    cached = E.estimate(s, work=E.Work(**{**w.__dict__, "embedding": again.pending}))
+    assert first.seconds - cached.seconds == pytest.approx(E.embedding_seconds(said.pending)) and \
+        E.embedding_seconds(said.pending) > 0
+
+
+def test_the_embeddings_scale_with_the_load_and_are_named_where_not_modelled(tmp_path, monkeypatch):
+    import os
+    Machine().install(monkeypatch, tmp_path)
+    emb = E.Embedding(1000, 1000, "minilm-len128", "cpu", 40.0)
+    cores = os.cpu_count() or 1
+    threads = min(__import__("torch").get_num_threads(), cores)
+    monkeypatch.setattr(E, "_load", lambda: 4.0 * cores)             # 4 other runnable threads per core
+    assert E.embedding_seconds(emb) == pytest.approx(40.0 * (4.0 * cores + threads) / cores)
+    monkeypatch.setattr(E, "_load", lambda: 0.0)                     # idle: the measured two-core cost
+    assert E.embedding_seconds(emb) == pytest.approx(40.0 * max(1.0, threads / cores)) and E.embedding_seconds(E.Embedding(0, 9, "m", "cpu", 0.0)) == 0.0
+    s = _imdb()
+    w = E.work_of(s)                # a run on a GPU embeds there: its time is not modelled, and said so
+    w.embedding = E.settings_embedding({**dict(s.dataset), "device": "cuda"})
+    assert w.embedding.seconds is None and w.embedding.device == "cuda" and w.embedding.texts == 52
+    est = E.estimate(s, work=w, device="cpu")
+    assert any("embeddings on cuda" in u for u in est.unmodelled) and est.text().startswith(">= ")

@@ -20,8 +20,9 @@ in the house plan (ARCHITECTURE.md) and as the imports are:
 
 Inside the base layer, the leaves stay leaves (:data:`BASE_LEAVES`): ``errors``, ``seeding``,
 ``results`` and ``registry`` import nothing of certdp, and ``data`` imports only ``errors``,
-``registry`` (its dataset table) and ``results`` (the atomic writer of its caches) -- a loader
-never depends on a model, an engine or a release.
+``registry`` (its dataset table), ``results`` (the atomic writer of its caches) and ``checkpoint``
+(a sentence encoder's embedding is one of the run's loops: progress records, held signals) -- a
+loader never depends on a model, an engine or a release.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ LAYERS = [
 ]
 # base-layer packages -> the certdp packages (outside themselves) they may import
 BASE_LEAVES = {"certdp.errors": (), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),
-               "certdp.data": ("certdp.errors", "certdp.registry", "certdp.results")}
+               "certdp.data": ("certdp.errors", "certdp.registry", "certdp.results", "certdp.checkpoint")}
 MAX_LINES = 500
 
 

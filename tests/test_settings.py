@@ -13,13 +13,17 @@ results.  A handful of valid inputs that must run closes the file.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import logging
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -28,47 +32,18 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from cli_helpers import assert_refused, invoke
+from certdp import cli
+from cli_helpers import restored_root_logging
+from tools.prober.bases import BASE, BLOBS, CSV, DPSGD_OPT, LIN, PATE
+from tools.prober.model import merge
+from tools.prober.tables import write_tables
 
 REPO = Path(__file__).resolve().parent.parent
-HYBRID_DATA = REPO / "tests" / "fixtures" / "hybrid" / "sst2"
 
-LIN = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "train.steps=3", "staircase.k_max=4",
-       "privacy.n_draws=5"]
-AUDIT = LIN + ["audit.repeats=5", "audit.radii=[1,2]", "audit.n_test=20"]
-PATE = LIN + ["pate.shards=[1,2]", "pate.staircase.k_max=4", "privacy.epsilons=[1,2]"]
-BLOBS = ["dataset=blobs", "dataset.n_test=400", "train.steps=5", "ags.baselines=[]", "privacy.n_draws=5",
-         "privacy.epsilons=[1,10]"]
-DPSGD = ["dataset=blobs", "dataset.n_test=400", "train.steps=5", "dpsgd.arms=[dpsgd_matched]", "privacy.n_draws=5",
-         "privacy.epsilons=[1,10]", "dpsgd.optimised.accountants=[rdp]", "dpsgd.optimised.grid.lr=[0.5]",
-         "dpsgd.optimised.grid.clip=[1.0]", "dpsgd.optimised.grid.epochs=[1]", "dpsgd.optimised.grid.batch_size=[64]",
-         "pate.teachers=[2]", "pate.queries=[20]"]
-DPSGD_OPT = ["dataset=blobs", "dataset.n_test=400", "train.steps=5", "dpsgd.arms=[dpsgd_optimised]",
-             "privacy.n_draws=3", "privacy.epsilons=[1]", "dpsgd.optimised.accountants=[rdp]",
-             "dpsgd.optimised.grid.lr=[0.5]", "dpsgd.optimised.grid.clip=[1.0]", "dpsgd.optimised.grid.epochs=[1]",
-             "dpsgd.optimised.grid.batch_size=[64]"]
-CSV = ["dataset=csv", "dataset.path={fx}/good.csv", "dataset.target=y", "dataset.n_test=40", "train.steps=3",
-       "staircase.k_max=4", "privacy.n_draws=5"]
-# The encoder folder does not exist: a bad hybrid setting that is wrongly accepted fails fast at
-# loading the encoder instead of fine-tuning a real one.
-HYB = ["profile=cpu", "dataset.encoder=minilm", "dataset.encoder_path={out}/no-encoder",
-       f"dataset.path={HYBRID_DATA}", "dataset.max_seq_length=16", "dataset.n_test=16", "dataset.n_private=24",
-       "privacy.epsilons=[2]", "split.fractions=[0.5]", "lora.rank=2", "dpsgd.batch_size=8", "dpsgd.epochs=1",
-       "head.pca_dim=2", "head.steps=10", "head.k_max=4", "head.n_draws=5", "dpsgd_head.n_runs=2",
-       "hybrid.work_dir={out}/work", "hybrid.size_sweep.n_private=[]"]
-BASE = {"agtr": LIN, "certify": LIN, "audit": AUDIT, "pate": PATE, "feasibility": [], "ags": BLOBS,
-        "dpsgd": DPSGD, "hybrid": HYB}
-
-
-def _key(arg: str) -> str:
-    return arg.split("=", 1)[0].lstrip("+~")
-
-
-def with_base(base: list[str], extra: list[str]) -> list[str]:
-    keys = {_key(a) for a in extra if "=" in a}
-    return [a for a in base if _key(a) not in keys] + extra
-
-
+# The settings of each case: the prober's small settings of its command (tools/prober/bases.py,
+# shared, not copied) with one thing changed.  Their hybrid settings name a tiny encoder under
+# {fx}/enc, which these tests never build: a bad hybrid setting that is wrongly accepted fails
+# fast at loading it instead of fine-tuning a real one.
 CASES: list = []
 # The fast tier (`make test`) keeps the first case of each command; every other case is marked
 # slow (`make test-all`): each in-process CLI run costs a Hydra composition (~0.3 s, measured).
@@ -80,7 +55,7 @@ def case(command, extra, key, *, base=None):
     (a string, or a tuple of acceptable keys)."""
     flags = [a for a in extra if a in ("-m", "--multirun")]      # Hydra takes -m before the overrides
     rest = [a for a in extra if a not in flags]
-    argv = [command] + flags + with_base(BASE.get(command, []) if base is None else base, rest)
+    argv = [command] + flags + merge(BASE.get(command, []) if base is None else base, rest)
     group = command
     marks = () if group not in FAST_GROUPS else (pytest.mark.slow,)
     FAST_GROUPS.add(group)
@@ -102,11 +77,11 @@ bad("agtr", "train.contraction", ["abc", "-0.5", "nan"])
 bad("agtr", "seed", ["abc", "2.7", "nan"])
 bad("agtr", "staircase.k_min", ["abc", "0"])
 bad("agtr", "staircase.k_max", ["many", "2.7", "0"])
-bad("agtr", "staircase.step", ["abc", "0"], base=with_base(LIN, ["staircase.kind=range"]))
-bad("agtr", "staircase.ratio", ["abc", "1", "nan"], base=with_base(LIN, ["staircase.kind=geometric"]))
+bad("agtr", "staircase.step", ["abc", "0"], base=merge(LIN, ["staircase.kind=range"]))
+bad("agtr", "staircase.ratio", ["abc", "1", "nan"], base=merge(LIN, ["staircase.kind=geometric"]))
 bad("agtr", "staircase.kind", ["foo"])
 bad("agtr", "staircase.include_n", ["maybe"])
-bad("agtr", "staircase.values", ["[]", "[abc]", "[-1,2]", "[2.5]"], base=with_base(LIN, ["staircase.kind=list"]))
+bad("agtr", "staircase.values", ["[]", "[abc]", "[-1,2]", "[2.5]"], base=merge(LIN, ["staircase.kind=list"]))
 bad("agtr", "privacy.epsilons", ["[]", "[abc]", "[0]", "[-1]", "[inf]", "[nan]"])
 bad("agtr", "privacy.delta", ["abc", "0", "1", "1.5", "nan"])
 bad("agtr", "privacy.beta", ["abc", "0", "-1", "nan", "inf", "100"])
@@ -119,18 +94,18 @@ bad("agtr", "dataset.noise", ["abc", "-1"])
 bad("agtr", "dataset.output_range", ["[6,-6]", "[6]", "[a,b]", "[-inf,inf]", "[nan,1]"])
 case("agtr", ["dataset.x_low=2", "dataset.x_high=1"], ("dataset.x_low", "dataset.x_high"))
 bad("agtr", "model", ["foo"])
-bad("agtr", "model.hidden", ["[]", "[0]", "[abc]"], base=with_base(LIN, ["model=mlp"]))
+bad("agtr", "model.hidden", ["[]", "[0]", "[abc]"], base=merge(LIN, ["model=mlp"]))
 bad("agtr", "certificate", ["foo"])
 bad("agtr", "certificate.name", ["foo"])
-bad("agtr", "certificate.aggregation", ["foo"], base=with_base(LIN, ["certificate=ibp", "certificate.name=ibp"]))
-bad("agtr", "certificate.substitutions", ["foo", "per_step"], base=with_base(LIN, ["certificate=ibp", "certificate.name=ibp"]))
-bad("agtr", "certificate.branch", ["-1", "abc"], base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
+bad("agtr", "certificate.aggregation", ["foo"], base=merge(LIN, ["certificate=ibp", "certificate.name=ibp"]))
+bad("agtr", "certificate.substitutions", ["foo", "per_step"], base=merge(LIN, ["certificate=ibp", "certificate.name=ibp"]))
+bad("agtr", "certificate.branch", ["-1", "abc"], base=merge(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
 bad("agtr", "certificate.alpha_iters", ["-1", "abc", "2.5"],
-    base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
+    base=merge(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
 # the slope optimisation is for the hinge head; LIN is an mse head
 case("agtr", ["certificate.alpha_iters=5", "privacy.smoothness=unproven"], "certificate.alpha_iters",
-     base=with_base(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
-MILP = with_base(LIN, ["certificate=milp", "certificate.name=milp", "dataset.n_train=40", "train.steps=2",
+     base=merge(LIN, ["certificate=crowntt", "certificate.name=crowntt"]))
+MILP = merge(LIN, ["certificate=milp", "certificate.name=milp", "dataset.n_train=40", "train.steps=2",
                       "staircase.k_max=2", "certificate.time_limit=5", "certificate.workers=1"])
 bad("agtr", "certificate.frequency", ["abc", "0", "2.7"], base=MILP)
 bad("agtr", "certificate.solver", ["foo"], base=MILP)
@@ -157,11 +132,13 @@ case("agtr", ["-m", "train.clip=0.5,abc"], "train.clip")
 case("agtr", ["out_root={fx}/afile/sub"], "out_root")
 # ---- csv tables ------------------------------------------------------------------------------
 TABLE = ("dataset.path", "dataset.features", "dataset.target")
+# (inf10/nan10: a bad cell in every tenth row, public and test rows among them; a bad cell in a
+# private row is imputed or clipped, not refused: tests/test_certify.py)
 for name, keys in (("dir", "dataset.path"), ("empty.csv", "dataset.path"), ("header.csv", TABLE),
-                   ("binary.csv", "dataset.path"), ("inf.csv", TABLE), ("nan.csv", TABLE + ("dataset.dropna",)),
+                   ("binary.csv", "dataset.path"), ("inf10.csv", TABLE), ("nan10.csv", TABLE + ("dataset.dropna",)),
                    ("const.csv", TABLE), ("big.csv", TABLE), ("dup.csv", TABLE), ("ragged.csv", "dataset.path"),
                    ("missing.csv", "dataset.path")):
-    case("agtr", [f"dataset.path={{fx}}/{name}"], keys, base=CSV)
+    case("agtr", [f"dataset.path={{fx}}/csv/{name}"], keys, base=CSV)
 bad("agtr", "dataset.n_test", ["abc", "0", "2.7", "1000"], base=CSV)
 bad("agtr", "dataset.target", ["nope"], base=CSV)
 bad("agtr", "dataset.output_range", ["[5,-5]"], base=CSV)
@@ -179,7 +156,7 @@ bad("pate", "pate.arms", ["[]", "[foo]"])
 bad("pate", "pate.max_train", ["abc", "0", "2.7"])
 bad("pate", "pate.full_staircase", ["foo"])
 bad("pate", "pate.staircase.k_max", ["abc"])
-bad("pate", "pate.staircase.values", ["[]", "[-1,2]"], base=with_base(PATE, ["pate.staircase.kind=list"]))
+bad("pate", "pate.staircase.values", ["[]", "[-1,2]"], base=merge(PATE, ["pate.staircase.kind=list"]))
 # ---- feasibility -----------------------------------------------------------------------------
 bad("feasibility", "feasibility.confidence.step", ["0", "-0.01", "abc", "nan"])
 bad("feasibility", "feasibility.confidence.start", ["abc", "0", "1.5"])
@@ -196,9 +173,9 @@ bad("ags", "ags.sampling_steps", ["[3,2,5]", "[2,2,5]", "[1,3]", "[abc]", "[2.5,
 bad("ags", "ags.composition", ["foo"])
 bad("ags", "ags.share_ratio", ["abc", "1", "nan"])
 bad("ags", "ags.ablation_n", ["[0]", "[abc]", "[100]"])
-bad("ags", "ags.ablation_draws", ["0", "abc", "2.7"], base=with_base(BLOBS, ["ags.ablation_n=[1]"]))
+bad("ags", "ags.ablation_draws", ["0", "abc", "2.7"], base=merge(BLOBS, ["ags.ablation_n=[1]"]))
 bad("ags", "ags.baselines", ["[foo]"])
-bad("ags", "ags.baseline_draws", ["0", "abc"], base=with_base(BLOBS, ["ags.baselines=[dpsgd_matched]"]))
+bad("ags", "ags.baseline_draws", ["0", "abc"], base=merge(BLOBS, ["ags.baselines=[dpsgd_matched]"]))
 bad("ags", "privacy.epsilons", ["[]", "[0]", "[nan]"])
 bad("ags", "privacy.delta", ["0", "abc"])
 bad("ags", "privacy.releases", ["[cauchy]", "[]"])
@@ -252,32 +229,60 @@ CASES.append(pytest.param(["figures", "nosuchfig", "out_root={out}/o"], ("figure
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> Path:
-    """Small csv tables, good and bad, and a regular file where a folder is expected."""
-    d = tmp_path_factory.mktemp("bad_tables")
-    rng = np.random.default_rng(0)
-    n = 300
-    x1, x2 = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
-    y = 2 * x1 - x2 + 0.1 * rng.standard_normal(n)
-    good = pd.DataFrame({"x1": x1, "x2": x2, "y": y})
-    good.to_csv(d / "good.csv", index=False)
-    (d / "dir").mkdir()
-    (d / "empty.csv").write_bytes(b"")
-    (d / "header.csv").write_text("x1,x2,y\n")
-    (d / "binary.csv").write_bytes(bytes(rng.integers(0, 256, 4096, dtype=np.uint8)))
-    # bad cells in every tenth row, so that public and test rows hold some (a bad cell in a private
-    # row is imputed or clipped, not refused: tests/test_certify.py)
-    good.assign(x1=np.where(np.arange(n) % 10 == 7, np.inf, x1)).to_csv(d / "inf.csv", index=False)
-    good.assign(y=np.where(np.arange(n) % 10 == 3, np.nan, y)).to_csv(d / "nan.csv", index=False)
-    good.assign(y=3.0).to_csv(d / "const.csv", index=False)
-    good.assign(x1=1e300 * (1 + x1)).to_csv(d / "big.csv", index=False)
-    (d / "dup.csv").write_text("x1,y,y\n" + "\n".join(f"{a!r},{b!r},{-b!r}" for a, b in zip(x1, y)) + "\n")
-    lines = (d / "good.csv").read_text().splitlines()
-    # a record with more fields than the header in every tenth row (a private one is read as
-    # unreadable cells and imputed; a public or test one refuses the file)
-    ragged = [ln + ",4.0,5.0" if i % 10 == 5 else ln for i, ln in enumerate(lines)]
-    (d / "ragged.csv").write_text("\n".join(ragged) + "\n")
-    (d / "afile").write_text("a regular file\n")
-    return d
+    """The prober's csv tables below ``csv/``, good and bad, and a regular file ``afile`` where a
+    folder is expected (tools/prober/tables.py)."""
+    return write_tables(tmp_path_factory.mktemp("bad_tables"))
+
+
+def invoke(argv: list[str], *, fx: Path, out: Path) -> tuple[int, str, str]:
+    """Run ``certdp <argv>`` in this process; returns (exit status, stdout, stderr).  A crash
+    that escapes ``main`` is printed as the interpreter would (a traceback, status 1)."""
+    argv = [a.replace("{fx}", str(fx)).replace("{out}", str(out)).replace("{repo}", str(REPO)) for a in argv]
+    if argv and argv[0] not in ("figures", "list") and not any(a.startswith("out_root=") for a in argv):
+        argv.append(f"out_root={out / 'o'}")
+    env, cwd, old_argv = dict(os.environ), os.getcwd(), sys.argv
+    os.environ.update({"CERTDP_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CERTDP_CACHE": str(out / "cache")})
+    os.environ.pop("CERTDP_DATA_DIR", None)
+    out.mkdir(parents=True, exist_ok=True)
+    os.chdir(out)                    # anything written relative to the working folder lands here
+    so, se = io.StringIO(), io.StringIO()
+    old_out, old_err = sys.stdout, sys.stderr
+    sys.argv = ["certdp", *argv]
+    with restored_root_logging():
+        try:
+            with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+                try:
+                    cli.main()
+                    code = 0
+                except SystemExit as e:
+                    code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+                    if isinstance(e.code, str):
+                        print(e.code, file=sys.stderr)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+        finally:
+            sys.stdout, sys.stderr = old_out, old_err     # whatever the command did to them
+            sys.argv = old_argv
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(env)
+    return code, so.getvalue(), se.getvalue()
+
+
+def assert_refused(code: int, err: str, keys: tuple, out: Path) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and "Error executing job" not in err, err[-2000:]
+    assert code == 2, f"exit {code}: {err[-800:]}"
+    assert len(lines) == 1, f"{len(lines)} stderr lines:\n{err[-1500:]}"
+    named = re.match(r"^certdp: error: ([^\s:]+): .*?; allowed: \S", lines[0])      # the one format of a refusal
+    assert named, lines[0]
+    assert any(named.group(1) == k or named.group(1).startswith(k + "=") for k in keys), \
+        f"named {named.group(1)!r}, expected {' or '.join(keys)}: {lines[0]}"
+    left = sorted(f for f in (out / "o").rglob("*.csv")          # a staging folder is no result
+                  if not any(".incomplete-" in part or ".replaced-" in part for part in f.parts)) \
+        if (out / "o").exists() else []
+    assert not left, f"results left behind: {left[:3]}"
 
 
 @pytest.mark.parametrize("argv,keys", CASES)
@@ -341,7 +346,7 @@ _EXAMPLE = itertools.count()
 
 def refused_or_finite(command: str, base: list[str], key: str, value, files: tuple[str, ...], tmp: Path) -> None:
     out = tmp / f"example{next(_EXAMPLE)}"
-    argv = [command] + with_base(base, [f"{key}={_fmt(value)}"])
+    argv = [command] + merge(base, [f"{key}={_fmt(value)}"])
     code, _, err = invoke(argv, fx=tmp, out=out)
     if code == 0:
         runs = {p.parent for p in (out / "o").rglob("config.yaml") if ".hydra" not in p.parts}
@@ -402,10 +407,10 @@ def test_ags_releases_n_refused_or_finite(value, tmp_path):
 VALID = [
     pytest.param(["feasibility", "feasibility.confidence.step=0.01"], ("results", "peaks"), id="feasibility step 0.01"),
     pytest.param(["feasibility", "feasibility.confidence.step=0.05"], ("results", "peaks"), id="feasibility step 0.05"),
-    pytest.param(["agtr", "dataset=csv", "dataset.path={fx}/good.csv", "dataset.target=y", "dataset.output_range=[-5,5]",
+    pytest.param(["agtr", "dataset=csv", "dataset.path={fx}/csv/good.csv", "dataset.target=y", "dataset.output_range=[-5,5]",
                   "train.steps=3", "staircase.k_max=4", "privacy.n_draws=5"], ("results", "certificate"),
                  id="README csv example without n_test"),
-    pytest.param(["agtr", *with_base(LIN, ["staircase.kind=range", "staircase.k_max=1000000000"])],
+    pytest.param(["agtr", *merge(LIN, ["staircase.kind=range", "staircase.k_max=1000000000"])],
                  ("results", "certificate"), id="k_max far above N is capped at N"),
     pytest.param(["agtr", *LIN, "privacy.epsilons=1"], ("results", "certificate"), id="a scalar epsilon"),
 ]

@@ -1,5 +1,5 @@
 """A sentence-transformers folder holding a tiny random BERT (mean pooling, normalised): the
-hybrid's encoder in the tests and in the hostile-input prober (tools/probe.py runs this file
+hybrid's encoder in the tests and in the hostile-input prober (tools/prober runs this file
 as a script: ``python tests/tiny_encoder.py DIR``).  Built offline, seeded, in about a second."""
 
 from __future__ import annotations

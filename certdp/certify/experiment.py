@@ -133,7 +133,11 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
     smooth release (``smooth_release``) whose staircase the smoothness proof does not cover
     (unless ``privacy.smoothness=unproven``).  ``share_ratio`` wraps the engine in
     :class:`~certdp.bounds.shared.SharedBoxes` (``ags.share_ratio``)."""
-    ds = load_dataset(dict(settings.dataset), settings.seed)
+    from certdp.data.encoders import before_embedding
+    from certdp.estimate import Announcer
+    said = Announcer(settings)         # a text dataset says the estimate before it embeds
+    with before_embedding(said.embedding):
+        ds = load_dataset(dict(settings.dataset), settings.seed)
     if ds.task not in TASKS[task]:
         cmd = settings.command
         other = "certdp agtr" if ds.task == "regression" else "certdp ags"
@@ -152,8 +156,7 @@ def build_experiment(settings: ExperimentSettings, *, task: str = "any", smooth_
     n = ds.n_train
     # every refusal of the settings and the data is behind us: a long run says how long it will
     # take before the work starts (certdp/estimate.py; advisory, silent on any failure)
-    from certdp.estimate import announce
-    announce(settings)
+    said.after_data()
     return Experiment(settings, ds, model, engine, x, y, xt, yt, batch_plan(n, settings.train),
                       tuple(settings.staircase.radii(n)), proof)
 
@@ -188,7 +191,8 @@ def with_provenance(frames: dict, provenance, *, device: str | torch.device) -> 
     """``frames`` with the provenance columns on every row of every table: ``scaling`` (where
     the data's scaling came from), ``dp_end_to_end`` (bool) and ``device`` (where training and
     AGT computed: the resolved ``device`` setting, e.g. ``cpu`` or ``cuda:0``; runners pass
-    ``exp.device`` or ``settings.run.device``).
+    ``exp.device`` or ``settings.run.device``), and the dataset's own labels where it has some
+    (imdb: ``data_profile``, ``encoder``, ``subset``: what the features were computed from).
 
     ``provenance`` is a :class:`~certdp.data.Dataset` (its :func:`~certdp.data.provenance`) or
     the dict itself.  A row's ``dp_end_to_end`` is the dataset's (false under
@@ -210,6 +214,9 @@ def with_provenance(frames: dict, provenance, *, device: str | torch.device) -> 
         flag = pd.Series(bool(prov["dp_end_to_end"]), index=df.index, dtype=bool)
         if "smoothness_proof" in df.columns:
             flag &= df["smoothness_proof"].fillna(True).astype(bool)
+        for k, v in prov.items():        # the dataset's labels (imdb: data_profile, encoder, subset)
+            if k not in ("dp_end_to_end", "scaling"):
+                df[k] = v
         df["scaling"] = prov["scaling"]
         df["dp_end_to_end"] = flag
         df["device"] = str(torch.device(device))

@@ -65,8 +65,9 @@ class Dataset:
 
 def provenance(ds: Dataset) -> dict:
     """The columns every results row carries about how the data was prepared:
-    ``dp_end_to_end`` (bool) and ``scaling`` (see :attr:`Dataset.scaling`)."""
-    return {"dp_end_to_end": bool(ds.dp_end_to_end), "scaling": ds.scaling}
+    ``dp_end_to_end`` (bool) and ``scaling`` (see :attr:`Dataset.scaling`), and the dataset's own
+    labels (``info["row_labels"]``, settings only: imdb's ``data_profile``, ``encoder``, ``subset``)."""
+    return {**(ds.info.get("row_labels") or {}), "dp_end_to_end": bool(ds.dp_end_to_end), "scaling": ds.scaling}
 
 
 @dataclass(frozen=True)

@@ -50,14 +50,13 @@ import importlib.util
 import io
 import logging
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from certdp.data import Dataset, records, register, settings
 from certdp.data.features import binary_labels, fit_public_map
-from certdp.data.params import Field, boolean, choice, integer, text
+from certdp.data.text_profiles import PROFILES, profile_of, resolved, row_labels, size, text_fields
 from certdp.data.sources import DataFile, DataUnavailable, cache_dir, is_offline, locate, sha256_of
 from certdp.errors import ConfigError
 from certdp.results import atomic_write_bytes
@@ -289,17 +288,18 @@ def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
     if name not in FILES:
         raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
     params = settings(cfg, name)
-    raw, files = read_sources(name, params)
-    info = {"files": files}
+    raw, where = read_sources(name, params)
+    info = {"files": where}
     split_seed = seed if params["split_seed"] is None else params["split_seed"]
     rng = np.random.default_rng(split_seed)
-    if name == "imdb":
+    if name == "imdb":            # the profile's sizes are defaults (capped by the rows there are), a value given is checked
         n_tr, n_te = len(raw["train"]), len(raw["test"])
-        n_private = _count(params["n_private"], "n_private", min(20000, n_tr - 1), n_tr - 1)
-        n_public = _count(params["n_public"], "n_public", min(5000, n_tr - n_private), n_tr - n_private)
+        prof = PROFILES[resolved(params)["profile"]]
+        n_private = _count(params["n_private"], "n_private", min(prof["n_private"], n_tr - 1), n_tr - 1)
+        n_public = _count(params["n_public"], "n_public", min(prof["n_public"], n_tr - n_private), n_tr - n_private)
         perm = rng.permutation(n_tr)
         idx = {"private": ("train", perm[:n_private]), "public": ("train", perm[n_private:n_private + n_public])}
-        n_test = _count(params["n_test"], "n_test", n_te, n_te)
+        n_test = _count(params["n_test"], "n_test", min(prof["n_test"], n_te), n_te)
         idx["test"] = ("test", np.sort(rng.permutation(n_te)[:n_test]) if n_test < n_te else np.arange(n_te))
     else:
         n_tr, n_dev = len(raw["train"]), len(raw["dev"])
@@ -331,27 +331,27 @@ def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
 
 def embed_parts(splits: TextSplits, encoder, *, progress: bool | None = None) -> dict[str, np.ndarray]:
     """Embeddings of the three parts.  Each source file is embedded once, in file order, over
-    the rows any part uses (all of them for the paper splits), so the cache is shared by every
-    seed; the parts are then gathered from it."""
-    from certdp.data.encoders import embed, estimate_hours
+    the rows any part uses (all of them for the paper's split, so its cache serves every seed; a
+    subset's rows depend on the seed, and so does its cache); the parts are then gathered from it."""
+    from certdp.data.encoders import announce_pending, embed, pending
 
     parts = {"private": splits.private, "public": splits.public, "test": splits.test}
     by_src: dict[str, np.ndarray] = {}
     for p in parts.values():
         by_src[p.source] = np.union1d(by_src.get(p.source, np.array([], np.int64)), p.index).astype(np.int64)
-    out = {}
+    texts_of: dict[str, list[str]] = {}
     for src, rows in by_src.items():
         texts_by_row = {}
         for p in parts.values():
             if p.source == src:
                 texts_by_row.update(zip(p.index.tolist(), p.texts))
-        texts = [texts_by_row[r] for r in rows.tolist()]
-        hours = estimate_hours(getattr(encoder, "name", ""), texts)
-        if hours > 0.05:
-            log.warning("embedding %d %s/%s texts with %s: about %.1f h on a 2-core CPU if none are cached "
-                        "(cached in chunks, resumable; shorten with dataset.encoder=minilm, dataset.max_seq_length, "
-                        "dataset.max_chars or dataset.n_private)", len(texts), splits.name, src, encoder.tag, hours)
-        emb = embed(texts, encoder, dataset=splits.name, split=src, progress=progress)
+        texts_of[src] = [texts_by_row[r] for r in rows.tolist()]
+    # what the cache lacks, said before anything is computed (the run's estimate: certdp.estimate.Announcer)
+    todo = [ts[i] for src, ts in texts_of.items() for i in pending(ts, encoder, dataset=splits.name, split=src)]
+    announce_pending(todo, sum(map(len, texts_of.values())), encoder)
+    out = {}
+    for src, rows in by_src.items():
+        emb = embed(texts_of[src], encoder, dataset=splits.name, split=src, progress=progress)
         pos = {r: i for i, r in enumerate(rows.tolist())}
         for key, p in parts.items():
             if p.source == src:
@@ -366,9 +366,17 @@ def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
         splits = load_texts(name, params, seed)
         if encoder is None:
             from certdp.data.encoders import load_encoder
-            encoder = load_encoder(params)
+            encoder = load_encoder(resolved(params))
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
+    sizes = {"n_private": len(splits.private.texts), "n_public": len(splits.public.texts), "n_test": len(splits.test.texts)}
+    labels = row_labels(name, resolved(params), encoder.tag, sizes)
+    if labels:
+        log.info("%s: profile %s: encoder %s on %s, subset of the paper's split: %s (every results row says so: "
+                 "data_profile, encoder, subset)%s", name, labels["data_profile"], labels["encoder"],
+                 getattr(encoder, "device", "cpu"), labels["subset"],
+                 "; the paper's profile (mpnet, the whole split): dataset.profile=paper" if labels["subset"] != "none"
+                 or labels["data_profile"] != "paper" else "")
     emb = embed_parts(splits, encoder, progress=params["progress"])
     # fitted on the public embeddings; every coordinate clipped to EMBEDDING_RANGE (a no-op for the
     # unit-length embeddings of both encoders) and a private row's non-finite one imputed
@@ -381,80 +389,37 @@ def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
     _, yte, _ = binary_labels(splits.test.y01, params)
     info = {**splits.info, "encoder": encoder.tag, "embedding_dim": int(emb["public"].shape[1]),
             "n_private": len(ytr), "n_public": len(yp), "n_test": len(yte),
-            "labels": "positive = +1 (binary) / 1 (multiclass)", **finfo}
+            "labels": "positive = +1 (binary) / 1 (multiclass)", **finfo, "row_labels": labels}
     prep = replace(prep, task=task, target="label", classes=("negative", "positive"),
                    label_coding="sign" if task == "binary" else "index")
     return Dataset(name, task, xtr, ytr, xte, yte, x_public=xp, y_public=yp, n_classes=n_classes, info=info,
                    preprocessing=prep)
 
 
-def _device(value, key):
-    """``auto`` (a GPU when present), ``cpu``, ``cuda`` or ``cuda:N``."""
-    if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit():
-        return value
-    return choice(value, key, allowed=("auto", "cpu", "cuda", "cuda:N"), none=True, null_means="auto") or "auto"
-
-
-def _text_fields() -> dict:
-    """The settings of ``imdb`` and ``sst2``.  The subset sizes default to None, the split
-    sizes of the module docstring, and are checked against the files' row counts when read."""
-    from certdp.data.encoders import MODELS
-    return {
-        "path": Field(None, partial(text, what="a folder holding the dataset's files", none=True,
-                                    null_means="$CERTDP_DATA_DIR, the cache or HF datasets"),
-                      help="a folder holding the dataset's files"),
-        "encoder": Field("mpnet", partial(choice, allowed=tuple(MODELS)), help="sentence encoder: mpnet | minilm"),
-        "encoder_path": Field(None, partial(text, what="a sentence-transformers folder", none=True,
-                                            null_means="the cache or the pinned wheels"),
-                              help="a local sentence-transformers folder instead of the wheels"),
-        "max_seq_length": Field(None, partial(integer, lo=8, hi=100_000, none=True, null_means="the model's"),
-                                help="tokens seen by the encoder"),
-        "max_chars": Field(None, partial(integer, lo=1, none=True, null_means="no truncation"),
-                           help="truncate each text to this many characters before encoding"),
-        "batch_size": Field(32, partial(integer, lo=1, hi=1_000_000), help="encoder batch size"),
-        "device": Field("auto", _device, help="encoder device: auto | cpu | cuda | cuda:N"),
-        "n_private": Field(None, partial(integer, lo=1, none=True, null_means="the dataset's split"),
-                           help="private training rows"),
-        "n_public": Field(None, partial(integer, lo=1, none=True, null_means="the dataset's split"),
-                          help="public rows"),
-        "n_test": Field(None, partial(integer, lo=1, none=True, null_means="the dataset's split"), help="test rows"),
-        "split_seed": Field(None, partial(integer, lo=0, none=True, null_means="the run seed"),
-                            help="seed of the split (null: the run seed)"),
-        "features": Field("pca", partial(choice, allowed=("pca", "raw")),
-                          help="pca (public PCA) | raw (standardised embeddings)"),
-        "pca_dim": Field(8, partial(integer, lo=1, none=True, null_means="8"), help="public PCA dimension"),
-        "task": Field("multiclass", partial(choice, allowed=("multiclass", "binary")),
-                      help="multiclass: labels {0,1} | binary: {-1,+1} (hinge)"),
-        "progress": Field(None, partial(boolean, none=True, null_means="when stderr is a terminal"),
-                          help="embedding progress bar"),
-    }
-
-
-def _size(name: str, s: dict):
-    """(private rows, features, outputs) from the settings: the split's sizes (IMDB 25,000
-    training reviews, SST-2 67,349 training sentences), PCA dimension or the encoder's width."""
-    from certdp.data.encoders import DIMS
-    n = s["n_private"] or (20000 if name == "imdb" else 67349 - (s["n_test"] or 5000))
-    return n, (s["pca_dim"] or 8) if s["features"] == "pca" else DIMS.get(s["encoder"], 768), 2
-
-
-def _files(name):
-    def files(cfg: dict) -> list:
+def files(name: str):
+    """The files a text dataset reads (for ``certdp list``): its data files and its encoder (imdb:
+    the profile's unless ``encoder`` is given)."""
+    def _files(cfg: dict) -> list:
         from certdp.data.encoders import MODELS
-        enc = MODELS.get((cfg or {}).get("encoder", "mpnet"))
+        cfg = dict(cfg or {})
+        enc = cfg.get("encoder")
+        if enc is None and name == "imdb":
+            enc = PROFILES[profile_of({"profile": cfg.get("profile") or "auto", "device": cfg.get("device")})]["encoder"]
+        enc = MODELS.get(enc or "mpnet")
         return list(FILES[name].values()) + ([enc] if enc is not None else [])
-    return files
+    return _files
 
 
-@register("imdb", task="multiclass", files=_files("imdb"), size=lambda s: _size("imdb", s),
-          fields=_text_fields(),
-          summary="IMDB reviews (2 classes): 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public")
+@register("imdb", task="multiclass", files=files("imdb"), size=lambda s: size("imdb", s),
+          fields=text_fields("imdb"),
+          summary="IMDB reviews (2 classes): 20,000 private / 5,000 public / 25,000 test; sentence encoder + PCA-8 on public "
+                  "(on a CPU by default a MiniLM subset: dataset.profile)")
 def load_imdb(cfg: dict, seed: int) -> Dataset:
     return text_dataset("imdb", cfg, seed)
 
 
-@register("sst2", task="multiclass", files=_files("sst2"), size=lambda s: _size("sst2", s),
-          fields=_text_fields(),
+@register("sst2", task="multiclass", files=files("sst2"), size=lambda s: size("sst2", s),
+          fields=text_fields("sst2"),
           summary="SST-2 sentences (2 classes): 62,349 private / 872 public (GLUE dev) / 5,000 test; sentence encoder + PCA-8 on public")
 def load_sst2(cfg: dict, seed: int) -> Dataset:
     return text_dataset("sst2", cfg, seed)

@@ -20,9 +20,16 @@ spread and how far the load moved since the timing.
 **A resumed run** (a checkpoint's saved loops, :mod:`certdp.checkpoint`) is estimated for what
 is left: a loop the checkpoint finished counts nothing, one it saved at step s counts from s.
 
+**A text dataset's embeddings** (imdb, sst2) are counted from the encoder's measured CPU cost per
+token (:func:`certdp.data.encoders.cpu_seconds`, two idle cores) times the texts left to embed,
+scaled by the load now (:class:`Embedding`).  From the settings alone every text counts (nothing
+cached); a run counts what its embedding cache lacks, and announces its estimate just before it
+embeds (:class:`Announcer`), so the line comes before the heavy work from an empty cache as from
+a warm one.  On a GPU the embeddings are not modelled.
+
 **Not modelled** (the estimate then says "at least" and names it; with nothing else to count it
 says "no estimate"): a solver's time (MILP and exact windows), CROWN through time, a sentence
-encoder's embeddings (cached after the first run), the hybrid's DP-LoRA fine-tunes, the audits,
+encoder's embeddings on a GPU, the hybrid's DP-LoRA fine-tunes, the audits,
 and a dataset whose size is known only once read (a csv).  Measured against real runs:
 docs/resume-and-progress.md and benchmarks/estimate_accuracy.py."""
 
@@ -49,6 +56,51 @@ MAX_BAND = 20.0
 
 
 # ---------------------------------------------------------------------------- the work of a run
+@dataclass(frozen=True)
+class Embedding:
+    """A text dataset's embeddings left to compute: ``texts`` of ``total`` (the rest cached),
+    ``encoder`` (its cache tag), ``device``, and ``seconds`` on two idle CPU cores (None on a
+    GPU: not modelled); ``exact``: counted against the embedding cache (else from the settings
+    alone, as if nothing were cached)."""
+    texts: int
+    total: int
+    encoder: str
+    device: str
+    seconds: float | None
+    exact: bool = False
+
+    def text(self, seconds: float | None) -> str:
+        where = f"{self.encoder} on {self.device}"
+        if self.texts == 0:
+            return f"embeddings: all {self.total:,} cached ({where})"
+        from certdp.checkpoint import duration
+        left = (f"{self.texts:,} of {self.total:,} texts to embed" if self.exact
+                else f"{self.texts:,} texts to embed if none is cached")
+        return (f"embeddings: about {duration(seconds, minute_digits=0)} of it, " if seconds is not None
+                else "embeddings: not counted, ") + f"{left} ({where})"
+
+
+def embedding_seconds(emb: Embedding | None) -> float:
+    """The embeddings' seconds now: the two-idle-core estimate times (load + the encoder's torch
+    threads) / cores, at least 1: its threads share the cores with every other runnable thread.
+    Measured (docs/datasets.md): 17,000 IMDB reviews at load 8-13 on 2 cores embedded at 5.9-7.0
+    texts/s against 46 idle, a slowdown of 6.6-7.9 where this factor gives 5-7.5."""
+    if emb is None or not emb.texts or emb.seconds is None:
+        return 0.0
+    cores = max(1, os.cpu_count() or 1)
+    return emb.seconds * max(1.0, (_load() + min(torch.get_num_threads(), cores)) / cores)
+
+
+def settings_embedding(ds: dict) -> Embedding | None:
+    """A text dataset's embeddings from its settings alone (every text, nothing cached)."""
+    if ds.get("name") not in ("imdb", "sst2"):
+        return None
+    from certdp.data import settings as dataset_settings
+    from certdp.data.text_profiles import embedding_cost
+    c = embedding_cost(ds["name"], dataset_settings(ds, ds["name"]))
+    return Embedding(c["texts"], c["texts"], c["encoder"], c["device"], c.get("seconds"))
+
+
 @dataclass
 class Work:
     """A run's loops: ``train`` [(steps, elements per step)] of training-like steps (B*P),
@@ -64,6 +116,7 @@ class Work:
     train_spec: Spec | None = None
     tags: dict[str, tuple] = field(default_factory=dict)
     other: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    embedding: Embedding | None = None
 
     def add_agt(self, spec: Spec, steps: float, elements: float) -> None:
         self.specs[spec.key] = spec
@@ -83,7 +136,8 @@ class Work:
         has left: a tagged loop the checkpoint finished counts nothing, one saved at step s
         counts its steps after s; an untagged loop counts whole."""
         out = Work(list(self.train), {k: list(v) for k, v in self.agt.items()}, list(self.unmodelled),
-                   dict(self.specs), self.train_spec, dict(self.tags), {k: list(v) for k, v in self.other.items()})
+                   dict(self.specs), self.train_spec, dict(self.tags), {k: list(v) for k, v in self.other.items()},
+                   self.embedding)
         for ck, (kind, key, i) in self.tags.items():
             entry = (entries or {}).get(ck)
             if not isinstance(entry, dict):
@@ -147,8 +201,7 @@ def work_of(settings) -> Work | None:
     if size is None:
         return None
     n, d, n_out = size
-    if ds.get("name") in ("imdb", "sst2"):
-        w.unmodelled.append("the sentence encoder's embeddings (cached after the first run)")
+    w.embedding = settings_embedding(ds)
     widths, loss = _shape(settings, d, n_out)
     P = Spec(widths, loss).n_params
     tr = settings.train
@@ -261,6 +314,8 @@ class Estimate:
     high: float | None = None
     known: bool = True
     whole: float | None = None
+    embedding: Embedding | None = None
+    embedding_s: float | None = None
 
     def text(self) -> str:
         """'about 3 min (1-6 min)'; '>= 40 s (20 s-2 min; not counted: ...)'; a resumed run's
@@ -273,6 +328,8 @@ class Estimate:
         if self.whole is not None:
             core += " left"
             parts.append(f"the whole run about {duration(self.whole, minute_digits=0)}")
+        if self.embedding is not None:
+            parts.append(self.embedding.text(self.embedding_s))
         if self.unmodelled:
             parts.append(f"not counted: {'; '.join(self.unmodelled)}")
         return core + (f" ({'; '.join(parts)})" if parts else "")
@@ -317,6 +374,10 @@ def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None
     work = work_of(settings) if work is None else work
     if work is None:
         return None
+    emb = work.embedding
+    if emb is not None and emb.texts and emb.seconds is None:
+        work = work.left(None)
+        work.unmodelled.append(f"the sentence encoder's embeddings on {emb.device}")
     run = getattr(settings, "run", None)
     dev = torch.device(device if device is not None else getattr(run, "device", "cpu") or "cpu")
     if not work.train and not work.agt and not work.other:
@@ -334,7 +395,7 @@ def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None
 
     def seconds(w: Work) -> float:
         g = table[w.train_spec.key]
-        sec = overhead_s() + sum(g.seconds(s, e, now(g)) for s, e in w.train)
+        sec = overhead_s() + embedding_seconds(w.embedding) + sum(g.seconds(s, e, now(g)) for s, e in w.train)
         for k, loops in (*w.agt.items(), *w.other.items()):
             r = table[k]
             if any(s > 0 for s, _ in loops):
@@ -350,7 +411,8 @@ def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None
     spread = min(max(r.spread for r in used), 1.0)
     f = BAND * math.sqrt((1 + spread) * moved) * max(1.0, _load() / (os.cpu_count() or 1)) ** 0.25
     f = min(f * (2.0 if any(r.provisional for r in used) else 1.0), MAX_BAND)
-    return Estimate(sec, tuple(work.unmodelled), sec / f, sec * f, whole=whole if entries else None)
+    return Estimate(sec, tuple(work.unmodelled), sec / f, sec * f, whole=whole if entries else None,
+                    embedding=emb, embedding_s=embedding_seconds(emb) if emb is not None else None)
 
 
 # ---------------------------------------------------------------------------- before a run starts
@@ -363,32 +425,63 @@ RETIME_MOVED = 3.0          # such a run times a cached rate again when the load
 SLOWEST = 30.0              # a small run's cached estimate, this much slower, is still short: no probe
 
 
-def announce(settings) -> Estimate | None:
-    """Before a run starts: when its settings estimate exceeds :data:`LONG_RUN_S`, log it with its
-    band and what would make it faster (a resumed run: what is left).  Rates come from the cache;
-    a run whose work at the optimistic rate exceeds :data:`CALIBRATE_ABOVE_S` times this machine
-    first (once, and again when the load moved more than :data:`RETIME_MOVED`) and scales by the
-    load now; a smaller run probes the load only when its cached estimate, :data:`SLOWEST` times
-    slower, would be long.  Advisory: any failure is silent (a run never fails for its estimate)."""
+def announce(settings, *, embedding: Embedding | None = None) -> Estimate | None:
+    """Before a run starts: when its settings estimate exceeds :data:`LONG_RUN_S`, or it embeds
+    texts, log it with its band and what would make it faster (a resumed run: what is left).
+    ``embedding``: the run's embeddings as counted against its cache (default: from the settings).
+    Rates come from the cache; a run whose work at the optimistic rate exceeds
+    :data:`CALIBRATE_ABOVE_S` (or that embeds texts) times this machine first (once, and again when
+    the load moved more than :data:`RETIME_MOVED`) and scales by the load now; a smaller run probes
+    the load only when its cached estimate, :data:`SLOWEST` times slower, would be long.
+    Advisory: any failure is silent (a run never fails for its estimate)."""
     from certdp import checkpoint
     try:
         work = work_of(settings)
         if work is None:
             return None
+        if embedding is not None:
+            work.embedding = embedding
         entries = checkpoint.current().entries or None
         dev = torch.device(getattr(settings.run, "device", "cpu") or "cpu")
-        big = work.left(entries).elements() * OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) >= CALIBRATE_ABOVE_S
+        text = work.embedding is not None
+        big = text or work.left(entries).elements() * OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) >= CALIBRATE_ABOVE_S
         est = estimate(settings, device=dev, calibrate=big, work=work, entries=entries,
                        retime_moved=RETIME_MOVED if big else None, scaled=big)
         if not big and est is not None and est.seconds * SLOWEST >= LONG_RUN_S:
             est = estimate(settings, device=dev, calibrate=False, work=work, entries=entries)
     except Exception:
         return None
-    if est is None or not est.known or est.seconds < LONG_RUN_S:
+    if est is None or not est.known or (est.seconds < LONG_RUN_S and not text):
         return est
     faster = ([] if dev.type == "cuda" else ["a GPU (device=cuda)"]) + ["fewer radii (staircase.k_max)",
                                                                        "fewer train.steps or a quick profile"]
+    if (est.embedding_s or 0) > 0:
+        faster.append("a smaller encoder or subset (dataset.encoder, dataset.max_seq_length, dataset.n_private; "
+                      "imdb: dataset.profile=cpu)")
     log.info("estimate from the settings: %s on %s for %s; faster: %s; it saves a checkpoint every "
              "checkpoint_minutes and on SIGINT/SIGTERM (certdp resume RUN_DIR continues it)",
              est.text(), dev, "what is left of the run" if est.whole is not None else "the whole run", ", ".join(faster))
     return est
+
+
+class Announcer:
+    """A run's estimate, said once before its heavy work: a text dataset's loader calls
+    :meth:`embedding` (through :func:`certdp.data.encoders.before_embedding`) with what its
+    embedding cache lacks; texts to embed are the heavy work, so the estimate is said then; with
+    every embedding cached (or no text dataset) it is said by :meth:`after_data`, once the data
+    has passed every check (a refusing run times nothing)."""
+
+    def __init__(self, settings):
+        self.settings, self.pending, self.said = settings, None, False
+
+    def embedding(self, info: dict) -> None:
+        """``info``: :func:`certdp.data.encoders.announce_pending`'s texts, total, encoder, device, seconds."""
+        emb = self.pending = Embedding(**info, exact=True)
+        if emb.texts and not self.said:
+            self.said = True
+            announce(self.settings, embedding=emb)
+
+    def after_data(self) -> None:
+        if not self.said:
+            self.said = True
+            announce(self.settings, embedding=self.pending)
