@@ -36,13 +36,9 @@ T(D') computed.  Prints one line per (model, mode) and the wall time::
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from certdp import DTYPE  # noqa: E402
 from certdp.agt import run_agt  # noqa: E402
@@ -51,7 +47,7 @@ from certdp.data import load_dataset  # noqa: E402
 from certdp.models import ModelSpec  # noqa: E402
 from certdp.training import TrainSettings, batch_plan, train  # noqa: E402
 from certdp.errors import ConfigError  # noqa: E402
-from neighbourhoods import PLACEMENTS, _indices, neighbours  # noqa: E402
+from certdp.neighbours import PLACEMENTS, neighbours, placement_indices  # noqa: E402
 
 
 def setting(name: str):
@@ -152,7 +148,7 @@ def extreme(models: list[str], modes: list[str], per: int, reverse: int) -> None
                             X = xb.unsqueeze(0).repeat(per_, 1, 1)
                             Y = yb.unsqueeze(0).repeat(per_, 1)
                             for r in range(per_):
-                                idx = _indices(placement, k, plan, n, epoch, gen)
+                                idx = placement_indices(placement, k, plan, n, epoch, gen)
                                 for i in idx:
                                     X[r, i], Y[r, i] = _extreme_record(r + i, d, loss, float(yb[i]), gen)
                             th = train(m, th0.expand(per_, -1), X, Y, st, plan=plan)
