@@ -2,7 +2,7 @@
 
 For each model (linear regression, a diabetes-like 10-16-1 ReLU MLP, the paper's blobs hinge
 classifier, a 3-class softmax head), each certificate mode and each radius, neighbours are
-built with every placement x replacement of ``tests/neighbourhoods.py`` (records used most, in
+built with every placement x replacement of ``certdp/neighbours.py`` (records used most, in
 the last batch of an epoch, spread over epochs, at an epoch boundary; wide records, label flips,
 clip-saturating records), retrained with the same initialisation and batch plan, and checked
 against T_k (tolerance 1e-9 relative).  Prints one line per (model, mode): neighbours, violations,
@@ -21,7 +21,7 @@ linear regression, N = 16, batch 4, 8 steps; ``xhinge``: a 2-feature hinge class
 plan; ``xmlp``: a 2-8-1 MLP, which MILP refuses by its scope, a data-independent reason) and
 mode, three base datasets D (clean; one record (-1e6, 0) at the most-used index; records
 (1e8, 1e3) and (-1e6, -1e6) at two indices), T_k(D) for k = 1, 2, 4, and neighbours D' at
-exactly k substitutions at every placement of tests/neighbourhoods.py (random, most-used, last
+exactly k substitutions at every placement of certdp/neighbours.py (random, most-used, last
 batch of an epoch, several epochs, an epoch boundary), each substituted record one of
 +-1e6 .. +-1e12 features with labels 0, +-1e6, +-1e12 or the original label (hinge: +-1),
 cycled: theta(D') in T_k(D) for every one of them (``--per`` per placement and radius; default
