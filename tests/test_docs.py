@@ -46,7 +46,7 @@ MEASUREMENT = re.compile(
 # words just before a number that make it a limit, not a measurement
 BOUND = re.compile(r"(?:within|at most|under|below|up to|limit(?:ed)? (?:of|to)|timeout(?: of)?|after|every|"
                    r"default(?:s? (?:to|of))?|more than|longer than|beyond|exceeds?|over|less than|budget of|"
-                   r"≤|<=|<|>|>=|≥|about every|once per|per|each)\s*(?:about\s+|~)?$", re.IGNORECASE)
+                   r"grace of|=|≤|<=|<|>|>=|≥|about every|once per|per|each)\s*(?:about\s+|~)?$", re.IGNORECASE)
 ISSUE = re.compile(r"\bissues?\s+#?\d+|\(#\d+\)|\bissue #\d+", re.IGNORECASE)
 RESULT_REF = re.compile(r"benchmarks/results/([\w.\-]+)")
 
