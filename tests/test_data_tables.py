@@ -139,7 +139,7 @@ def test_bad_table_is_refused_in_one_line_naming_the_key(tmp_path, kind, key, ne
     assert "(0, 0)" not in msg
 
 
-def test_missing_path_isrefused_dataset():
+def test_missing_path_is_refused():
     refused_dataset({"name": "csv", "target": "price"}, "dataset.path", "is not set")
 
 
@@ -185,7 +185,7 @@ def test_a_bad_cell_in_a_public_or_test_row_is_refused_in_one_line(tmp_path, kin
 
 
 @pytest.mark.parametrize("kind,col,value,extra,key,needles", BAD_CELLS, ids=_CELL_IDS)
-def test_the_same_cell_in_a_private_row_is_imputed_or_clipped_neverrefused_dataset(tmp_path, kind, col, value, extra,
+def test_the_same_cell_in_a_private_row_is_imputed_or_clipped_never_refused(tmp_path, kind, col, value, extra,
                                                                              key, needles):
     """No private value decides the outcome: the table loads with the clean table's split,
     sizes and preprocessing, and its private arrays differ from the clean ones in that row only,
