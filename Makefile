@@ -7,13 +7,16 @@ TEST_JOBS ?= 2          # pytest-xdist workers of the slow tier (its tests are i
 EXTRAS ?= dev,text,hybrid,launchers,docs
 export CERTDP_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: install test test-slow test-all wheel-check docs bench reproduce-figures clean delete-outputs
+.PHONY: install lint test test-slow test-all wheel-check docs bench reproduce-figures clean delete-outputs
 
 install:                # a venv with torch 2.13.0 (the measured version) and certdp editable with $(EXTRAS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]' torch==2.13.0
+
+lint:                   # ruff (pinned in the dev extra; rules in pyproject.toml): pyflakes and pycodestyle's E7/E9
+	$(BIN)/ruff check .
 
 test:                   # the fast tier (<= 90 s on 2 cores): every module, the soundness oracles on small cases
 	$(BIN)/python -m pytest -m "not slow"

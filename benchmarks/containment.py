@@ -2,7 +2,7 @@
 
 For each model (linear regression, a diabetes-like 10-16-1 ReLU MLP, the paper's blobs hinge
 classifier, a 3-class softmax head), each certificate mode and each radius, neighbours are
-built with every placement x replacement of ``tests/neighbourhoods.py`` (records used most, in
+built with every placement x replacement of ``certdp/neighbours.py`` (records used most, in
 the last batch of an epoch, spread over epochs, at an epoch boundary; wide records, label flips,
 clip-saturating records), retrained with the same initialisation and batch plan, and checked
 against T_k (tolerance 1e-9 relative).  Prints one line per (model, mode): neighbours, violations,
@@ -21,7 +21,7 @@ linear regression, N = 16, batch 4, 8 steps; ``xhinge``: a 2-feature hinge class
 plan; ``xmlp``: a 2-8-1 MLP, which MILP refuses by its scope, a data-independent reason) and
 mode, three base datasets D (clean; one record (-1e6, 0) at the most-used index; records
 (1e8, 1e3) and (-1e6, -1e6) at two indices), T_k(D) for k = 1, 2, 4, and neighbours D' at
-exactly k substitutions at every placement of tests/neighbourhoods.py (random, most-used, last
+exactly k substitutions at every placement of certdp/neighbours.py (random, most-used, last
 batch of an epoch, several epochs, an epoch boundary), each substituted record one of
 +-1e6 .. +-1e12 features with labels 0, +-1e6, +-1e12 or the original label (hinge: +-1),
 cycled: theta(D') in T_k(D) for every one of them (``--per`` per placement and radius; default
@@ -36,13 +36,9 @@ T(D') computed.  Prints one line per (model, mode) and the wall time::
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from certdp import DTYPE  # noqa: E402
 from certdp.agt import AGTOptions, run_agt# noqa: E402
@@ -51,7 +47,7 @@ from certdp.data import load_dataset  # noqa: E402
 from certdp.models import ModelSpec  # noqa: E402
 from certdp.training import TrainSettings, batch_plan, train  # noqa: E402
 from certdp.errors import ConfigError  # noqa: E402
-from neighbourhoods import PLACEMENTS, _indices, neighbours  # noqa: E402
+from certdp.neighbours import PLACEMENTS, neighbours, placement_indices  # noqa: E402
 
 
 def setting(name: str):
@@ -152,7 +148,7 @@ def extreme(models: list[str], modes: list[str], per: int, reverse: int) -> None
                             X = xb.unsqueeze(0).repeat(per_, 1, 1)
                             Y = yb.unsqueeze(0).repeat(per_, 1)
                             for r in range(per_):
-                                idx = _indices(placement, k, plan, n, epoch, gen)
+                                idx = placement_indices(placement, k, plan, n, epoch, gen)
                                 for i in idx:
                                     X[r, i], Y[r, i] = _extreme_record(r + i, d, loss, float(yb[i]), gen)
                             th = train(m, th0.expand(per_, -1), X, Y, st, plan=plan)

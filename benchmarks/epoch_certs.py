@@ -27,7 +27,6 @@ and records, no repeats; its numbers check that the measurement still runs, not 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time

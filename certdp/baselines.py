@@ -63,10 +63,10 @@ from certdp.certify import Experiment, spent
 from certdp.certify.pate import pate_classification
 from certdp.metrics import accuracy
 from certdp.privacy import noise
-from certdp.privacy.dpsgd_core import dpsgd_poisson, noise_multiplier, poisson_schedule
+from certdp.privacy.dpsgd_core import noise_multiplier, poisson_schedule, train_dpsgd
 from certdp.privacy.mechanisms import analytic_gaussian_sigma, gdp_mu
 from certdp.seeding import generator_for
-from certdp.training import TrainSettings, clipped_step, train
+from certdp.training import TrainSettings, clipped_step
 
 log = logging.getLogger("certdp")
 
@@ -157,8 +157,8 @@ def dpsgd_optimised(exp: Experiment, *, epsilon: float, delta: float, accountant
             for lr in lrs:
                 for c in clips:
                     gen = generator_for(exp.seed, "dpsgd_opt", accountant, epsilon, bs, ep, lr, c)
-                    th = dpsgd_poisson(model, theta0, x, y, lr=float(lr), clip=float(c), sigma=sigma,
-                                       sample_rate=q, steps=steps, gen=gen)
+                    th = train_dpsgd(model, theta0, x, y, lr=float(lr), clip=float(c), sigma=sigma,
+                                     sample_rate=q, steps=steps, gen=gen)
                     trained += 1
                     sel = float(accuracy(model, th, xs, ys))
                     if best is None or sel > best["selection_accuracy"]:

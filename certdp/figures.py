@@ -55,8 +55,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from certdp.errors import ConfigError
 from certdp.resuming import RESUME_FREE_KEYS
 

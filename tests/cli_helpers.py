@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,3 +101,23 @@ def labelled_table(path: Path, labels, n: int = 50, seed: int = 0) -> float:
     y[::5] = 1 - y[::5]
     pd.DataFrame({"a": a, "b": b, "y": [labels[int(v)] for v in y]}).to_csv(path, index=False)
     return float(np.mean(truth == y))
+
+
+# <key>: <what is wrong>; allowed: <what is allowed>  (cli prints it as "certdp: error: ...")
+ONE_LINE_DATASET = re.compile(r"^dataset(\.[a-z_]+)?: [^\n]+; allowed: [^\n]+$")
+
+
+def refused_dataset(cfg: dict, key: str, *needles: str) -> str:
+    """``load_dataset(cfg)`` refuses with a one-line ConfigError naming ``key`` and holding every
+    needle; returns the message."""
+    import pytest
+    from certdp.data import load_dataset
+    from certdp.errors import ConfigError
+    with pytest.raises(ConfigError) as e:
+        load_dataset(cfg, 0)
+    msg = str(e.value)
+    assert e.value.key == key, msg
+    assert ONE_LINE_DATASET.match(msg), msg
+    for n in needles:
+        assert n in msg, (n, msg)
+    return msg

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 # absl (imported by dp-accounting) creates a logging handler bound to the sys.stderr of the moment,
-# here pytest's capture stream.  An in-process CLI run (tests/test_bad_input.py) lets Hydra call
+# here pytest's capture stream.  An in-process CLI run (tests/test_settings.py) lets Hydra call
 # logging.config.dictConfig, which closes every live handler; absl's close() closes its stream
 # unless it is the *current* sys.stderr, which during the run is the test's StringIO -- so pytest's
 # own capture file was closed and the session died at its next report ("lost sys.stderr").  Bind

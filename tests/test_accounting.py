@@ -139,3 +139,12 @@ def test_keyword_only_everywhere():
         with pytest.raises(TypeError):
             fn(*args)
     assert np.isfinite(compose_optimal(epsilon=0.0, n=3, target_delta=1e-5))
+
+
+def test_accountants_at_huge_epsilon_fall_back_to_a_valid_split():
+    from certdp.privacy.accounting import accountant_names, compose_advanced, per_release_budget, pld_epsilon
+    for name in accountant_names("compose"):
+        e0, d0 = per_release_budget(name, epsilon=1e6, delta=1e-5, n=2)
+        assert np.isfinite(e0) and e0 >= 5e5 * (1 - 1e-12) and 0 <= d0 <= 1e-5, name
+    assert pld_epsilon(epsilon0=800.0, delta0=0.0, n=2, delta=1e-5) == np.inf
+    assert compose_advanced(epsilon=800.0, n=2, delta_prime=1e-5)[0] == np.inf

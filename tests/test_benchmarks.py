@@ -1,6 +1,6 @@
 """Benchmarks cannot rot: every script in benchmarks/ runs in its ``--quick`` form (small shapes,
 seconds) and exits 0 with its report on stdout.  The numbers are not checked here (timing
-belongs to the benchmarks, not to tests); the lean path's bit-identity is tests/test_lean.py."""
+belongs to the benchmarks, not to tests); the lean path's bit-identity is tests/test_aggregate.py, test_ibp.py and test_crown.py."""
 
 from __future__ import annotations
 

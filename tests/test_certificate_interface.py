@@ -11,7 +11,7 @@ from pathlib import Path
 from certdp.agt import AGTOptions, run_agt
 from certdp.bounds import CERTIFICATES, check_supported, get_certificate, register
 from certdp.bounds.aggregate import batch_sum, top_sum
-from certdp.bounds.base import Batch, Certificate
+from certdp.bounds.base import WORKSPACE, Batch, Certificate
 from certdp.bounds.ibp import gradient_bounds
 from certdp.bounds.interval import Interval
 from certdp.bounds.shared import SharedBoxes
@@ -254,3 +254,12 @@ def test_no_getattr_probe_of_a_certificate():
     assert probes == []
     for hook in ("substitutions", "schedule", "window_steps", "nesting_monotone", "ledger_slack"):
         assert hook in vars(Certificate), hook
+
+
+def test_workspace_buffers_grow_and_are_views():
+    a = WORKSPACE.get("test.workspace", (3, 4), torch.float64, "cpu")
+    a.fill_(1.0)
+    b = WORKSPACE.get("test.workspace", (5, 6), torch.float64, "cpu")                       # grows: a new buffer
+    b.fill_(2.0)
+    c = WORKSPACE.get("test.workspace", (2, 2), torch.float64, "cpu")
+    assert c.shape == (2, 2) and c.data_ptr() == b.data_ptr() and bool((a == 1.0).all())

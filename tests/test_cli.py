@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from certdp import cli
 from cli_helpers import labelled_table, main_in_process, one_line, released_doc
 
 SMALL = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "staircase.k_max=8",
@@ -446,3 +447,36 @@ def test_a_signal_during_the_certdp_scripts_start_up_is_one_line(tmp_path, sig, 
     _, err = p.communicate(timeout=120)
     assert p.returncode == code and "during start-up" in one_line(err) and "nothing was written" in err
     assert not list(tmp_path.rglob("*.csv"))
+
+
+# ------------------------------------------------------------------------------ settings edges
+EDGE_RUN = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "staircase.k_max=4", "privacy.epsilons=[1]",
+            "privacy.n_draws=5", "train.steps=3", "progress=false"]
+
+
+@pytest.mark.parametrize("args,key", [
+    (["dpaudit", "privacy.n_draws=1"], "privacy.n_draws"),
+    (["dpaudit", "privacy.epsilons=[1e6]"], "privacy.epsilons"),
+    (["agtr", "privacy.epsilons=[5e-324]"], "privacy.epsilons"),
+    (["feasibility", "feasibility.confidence.values=[1e-300,0.5]"], "feasibility.confidence.values"),
+    (["agtr", "+preset=nope"], "preset=nope"),
+    (["agtr", "train.lr=${nope}"], "train.lr"),
+    (["agtr", "train.clip=0.5,1.0"], "train.clip"),
+    (["agtr", "--cfg", "bogus"], "--cfg"),
+    (["agtr", "--config-dir", "/nonexistent"], "--config-dir"),
+    (["agtr", "-m", "--cfg", "job"], "-m"),
+    (["nosuchcmd"], "nosuchcmd"),
+    (["list", "extra"], "extra"),
+])
+def test_edges_are_refused_in_one_line_with_key_and_allowed_part(tmp_path, args, key):
+    base = EDGE_RUN if args[0] in ("agtr", "dpaudit") else []
+    code, _, err = main_in_process(*args[:1], *base, *args[1:], f"out_root={tmp_path}")
+    assert code == 2 and one_line(err).startswith(f"certdp: error: {key}") and "allowed:" in err, err
+    allowed = err.split("allowed:", 1)[1].strip()
+    assert allowed and not allowed.startswith(";")
+    assert not list(tmp_path.rglob("*"))
+
+
+def test_overrides_may_follow_hydra_flags():
+    assert cli.split_command_line("agtr", ["a=1", "-m", "b=1,2"]) == (["--multirun"], ["a=1", "b=1,2"])
+    assert cli.split_command_line("agtr", ["a=1", "--cfg", "job", "b=2"]) == (["--cfg", "job"], ["a=1", "b=2"])

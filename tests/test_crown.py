@@ -2,12 +2,14 @@
 contracting on contracting steps; golden bounds for small fixed cases."""
 
 
+import itertools
+
 import pytest
 import torch
 
 from certdp.agt import AGTOptions, run_agt
-from certdp.bounds import get_certificate
-from certdp.bounds.aggregate import batch_sum
+from certdp.bounds import crown, get_certificate, rules
+from certdp.bounds.aggregate import batch_sum, top_sum
 from certdp.bounds.crown import mlp1_gradient_bounds, single_layer_step
 from certdp.bounds.ibp import gradient_bounds
 from certdp.bounds.interval import Interval
@@ -201,3 +203,68 @@ def _golden_case(widths, loss, lam):
 def test_golden_step_bounds(widths, loss, lam, check_golden):
     nb = _golden_case(widths, loss, lam)
     check_golden(f"crown_step_{loss}_{'x'.join(map(str, widths))}.json", nb.lo.to(D), nb.hi.to(D), atol=1e-10)
+
+
+# The lean path: the coupled MSE step is the former formulation, bit for bit ----------------------
+def _mse_coupled_reference(model, boxes, x, y, *, subs, settings):
+    """The coupled MSE step as it was written before the lean path (torch.where regimes, top-k of
+    Lv + gamma and gamma - Uv, one chunk)."""
+    g, lam = settings.clip, settings.contraction
+    n = x.shape[0]
+    dt = boxes.lo.dtype
+    s = settings.lr / n
+    xt = torch.cat([x, torch.ones(n, 1, dtype=dt)], 1).T.contiguous()
+    xp, xn = xt.clamp(min=0), xt.clamp(max=0)
+    P = xt.shape[0]
+    verts = torch.tensor(list(itertools.product((0, 1), repeat=P)), dtype=torch.bool)
+    kk = subs.clamp(max=n)
+    inv = torch.arange(len(kk))
+    cap = crown._caps(x, y)
+    two_x = 2 * xt
+    lo, hi = boxes.lo, boxes.hi
+    r_lo = lo @ xp + hi @ xn - y
+    r_hi = hi @ xp + lo @ xn - y
+    z1, z2 = two_x * r_lo.unsqueeze(1), two_x * r_hi.unsqueeze(1)
+    zl, zu = torch.minimum(z1, z2), torch.maximum(z1, z2)
+    cl, cu = zl.clamp(-g, g), zu.clamp(-g, g)
+    reg_l = ((zl >= -g) & cap).unsqueeze(1)
+    reg_u = ((zu <= g) & cap).unsqueeze(1)
+    kg = (kk.to(dt) * g).unsqueeze(-1)
+    ibp_lo = lam * lo - s * (cu.sum(-1) - top_sum(cu, kk, inv, largest=False) + kg)
+    ibp_hi = lam * hi - s * (cl.sum(-1) - top_sum(cl, kk, inv, largest=True) - kg)
+    th = torch.where(verts.unsqueeze(0), hi.unsqueeze(1), lo.unsqueeze(1))
+    rv = th @ xt - y
+    zv = two_x.unsqueeze(0) * rv.unsqueeze(2)
+    Lv = torch.where(reg_l, zv.clamp(max=g), cl.unsqueeze(1))
+    Uv = torch.where(reg_u, zv.clamp(min=-g), cu.unsqueeze(1))
+    top_l = top_sum(Lv + g, kk, inv, largest=True)
+    top_u = top_sum(g - Uv, kk, inv, largest=True)
+    up = lam * th - s * Lv.sum(-1) + s * top_l
+    dn = lam * th - s * Uv.sum(-1) - s * top_u
+    mag = torch.maximum(hi, -lo).amax(-1, keepdim=True)
+    marg = 1e-13 * (mag + settings.lr * g)
+    lo_q = torch.maximum(ibp_lo, dn.amin(1) - marg)
+    hi_q = torch.minimum(ibp_hi, up.amax(1) + marg)
+    return torch.minimum(lo_q, hi_q), torch.maximum(lo_q, hi_q)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d,n", [(1, 3000), (2, 800)])
+def test_coupled_mse_step_is_the_former_formula(d, n, monkeypatch):
+    monkeypatch.setattr(crown, "CHUNK_ELEMENTS", 4 * n * (d + 1) * 2 ** (d + 1))    # several chunks
+    g = torch.Generator().manual_seed(d)
+    x = torch.rand(n, d, generator=g, dtype=D) * 4 - 2
+    x[:3] *= 20                                                              # beyond X_CAP: the constant regimes
+    y = x.sum(1) + 0.5 + 0.3 * torch.randn(n, generator=g, dtype=D)
+    m = ModelSpec((d, 1), "mse")
+    K = 70
+    c = torch.tensor([0.8] * d + [0.2], dtype=D)
+    w = torch.linspace(0.0, 0.4, K, dtype=D).unsqueeze(-1)
+    box = Interval(c - w, c + w)
+    subs = torch.cat([torch.tensor([0]), torch.arange(1, K - 1) * 7, torch.tensor([n + 5])])
+    for clip in (0.3, 2.0):
+        train_settings = TrainSettings(steps=1, lr=0.3, clip=clip)
+        got = rules.mse.mse_coupled_step(m, box, x, y, subs=subs, settings=train_settings)
+        lo, hi = _mse_coupled_reference(m, box, x, y, subs=subs, settings=train_settings)
+        assert got.lo.numpy().tobytes() == lo.numpy().tobytes()
+        assert got.hi.numpy().tobytes() == hi.numpy().tobytes()

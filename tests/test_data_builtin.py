@@ -20,7 +20,6 @@ import hashlib
 import json
 import logging
 import pickle
-import re
 import shutil
 from pathlib import Path
 

@@ -9,8 +9,8 @@ import torch
 from certdp.baselines import dpsgd_matched, matched_noise, participations
 from certdp.certify.pate import pate_labels
 from certdp.privacy.mechanisms import gdp_mu
-from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_poisson,
-                                       noise_multiplier, poisson_dpsgd, poisson_schedule)
+from certdp.privacy.dpsgd_core import (accounted_epsilon, calibrated_noise, clip_factors, dpsgd_steps,
+                                       noise_multiplier, poisson_schedule, train_dpsgd)
 from certdp.models import ModelSpec
 from certdp.training import TrainSettings, batch_plan
 
@@ -56,8 +56,8 @@ def test_matched_basic_composition_arm_is_per_step_dp(eps, T):
 
 
 def test_participations_fixed_plan():
-    st = TrainSettings(steps=200, lr=0.5, clip=0.05, batch_size=20, seed=0)
-    assert participations(batch_plan(200, st), 200) == 20
+    train_settings = TrainSettings(steps=200, lr=0.5, clip=0.05, batch_size=20, seed=0)
+    assert participations(batch_plan(200, train_settings), 200) == 20
     st_full = TrainSettings(steps=7, lr=0.5, clip=0.05)
     assert participations(batch_plan(50, st_full), 50) == 7
 
@@ -69,11 +69,11 @@ def test_matched_training_noise_free_limit():
     x = torch.randn(40, 3, generator=g, dtype=torch.float64)
     y = torch.where(torch.randn(40, generator=g) > 0, 1.0, -1.0).to(torch.float64)
     m = ModelSpec((3, 1), "hinge")
-    st = TrainSettings(steps=10, lr=0.5, clip=0.05, batch_size=10, seed=0)
-    plan = batch_plan(40, st)
-    th = dpsgd_matched(m, m.init(0), x, y, st, plan, regime="pure", epsilon=1e12, delta=0.0, n_draws=2,
+    train_settings = TrainSettings(steps=10, lr=0.5, clip=0.05, batch_size=10, seed=0)
+    plan = batch_plan(40, train_settings)
+    th = dpsgd_matched(m, m.init(0), x, y, train_settings, plan, regime="pure", epsilon=1e12, delta=0.0, n_draws=2,
                        gen=torch.Generator().manual_seed(1))
-    assert torch.allclose(th, train(m, m.init(0), x, y, st, plan=plan).expand(2, -1), atol=1e-6)
+    assert torch.allclose(th, train(m, m.init(0), x, y, train_settings, plan=plan).expand(2, -1), atol=1e-6)
 
 
 def _poisson_gaussian_eps(accountant, sigma: float, q: float, steps: int, delta: float) -> float:
@@ -136,7 +136,7 @@ def test_dpsgd_poisson_noise_free_full_batch_is_clipped_gd():
     from certdp.models import build_model
     m = build_model("logistic", 4, n_out=3)
     theta, clip, lr = m.init(0), 0.2, 0.7
-    got = dpsgd_poisson(m, theta, x, y, lr=lr, clip=clip, sigma=0.0, sample_rate=1.0, steps=6, gen=torch.Generator())
+    got = train_dpsgd(m, theta, x, y, lr=lr, clip=clip, sigma=0.0, sample_rate=1.0, steps=6, gen=torch.Generator())
     for _ in range(6):
         gr = m.per_sample_grads(theta, x, y)
         norms = gr.norm(dim=-1, keepdim=True)
@@ -157,7 +157,7 @@ def test_poisson_dpsgd_resumes_exactly_with_per_step_generators():
 
         def update(noisy, expected_batch):
             state["w"] = state["w"] + 0.5 * noisy["w"] / expected_batch
-        poisson_dpsgd(n=50, steps=stop, sample_rate=0.2, clip=1.0, sigma=1.1, clipped_grad_sum=grad_sum,
+        dpsgd_steps(n=50, steps=stop, sample_rate=0.2, clip=1.0, sigma=1.1, clipped_grad_sum=grad_sum,
                       apply_update=update, generator_at=lambda t: torch.Generator().manual_seed(100 + t), start=start)
         return state
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import sys
 from pathlib import Path
 

@@ -127,11 +127,11 @@ def steep_line():
     @data.register("steep_line", task="regression", summary="y = slope * x + noise (a test dataset)",
                    fields=fields)
     def load(cfg, seed):
-        s = data.settings(cfg, "steep_line")
+        params = data.settings(cfg, "steep_line")
         rng = np.random.default_rng(seed)
-        x = rng.uniform(-1, 1, (s["n_train"] + s["n_test"], 1))
-        y = s["slope"] * x[:, 0] + 0.05 * rng.standard_normal(len(x))
-        n = s["n_train"]
+        x = rng.uniform(-1, 1, (params["n_train"] + params["n_test"], 1))
+        y = params["slope"] * x[:, 0] + 0.05 * rng.standard_normal(len(x))
+        n = params["n_train"]
         return data.Dataset("steep_line", "regression", x[:n], y[:n], x[n:], y[n:], output_range=(-4.0, 4.0))
 
     yield load

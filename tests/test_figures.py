@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from certdp import figures as F
+from certdp.errors import ConfigError
 
 TINY = """
 name: tiny_feasibility
@@ -169,3 +170,25 @@ def test_sigterm_reaches_the_running_child_and_leaves_no_orphan(tmp_path):
     # nothing half-written: at most the child's checkpoint (never a run; the next `certdp figures` resumes it)
     left = [d for d in parent.iterdir() if d.is_dir()]
     assert all(d.name.endswith(".resumable") and not (d / "config.yaml").exists() for d in left), left
+
+
+def test_experiment_files_are_checked_field_by_field(tmp_path):
+    from certdp import figures as F
+    head = "name: a\ncaption: c\nplot: cond_table\n"
+    for body, field in (("runs: 5\n", "runs"), ("runs: [5]\n", "runs[0]"),
+                        ("runs:\n  - {id: f, command: feasibility, profiles: [quick]}\n", "runs[0].profiles"),
+                        ("runs:\n  - {id: f, command: feasibility, overrides: x=1}\n", "runs[0].overrides"),
+                        ("runs:\n  - {id: f, command: nope}\n", "runs[0].command"),
+                        ("runs:\n  - {id: f, command: feasibility, sweep: {a: 3}}\n", "runs[0].sweep"),
+                        ("runs:\n  - {id: f, command: feasibility, profiles: {quick: {overrides: 3}}}\n",
+                         "runs[0].profiles.quick.overrides")):
+        p = tmp_path / "a.yaml"
+        p.write_text(head + body)
+        with pytest.raises(ConfigError) as e:
+            F.load_experiment(p)
+        assert e.value.key == f"a.yaml:{field}" and "allowed:" in str(e.value)
+    p.write_text(head + "runs:\n  - {id: f, command: feasibility, overrides: ['feasibility.c=[1,2']}\n")
+    spec = F.load_experiment(p).specs("quick")[0]
+    with pytest.raises(ConfigError) as e:
+        F.resolve(spec, tmp_path)
+    assert e.value.key == "runs[f].overrides" and e.value.message.startswith("feasibility.c: ")

@@ -110,10 +110,10 @@ def test_end_to_end_accounting_and_resume(tiny_encoder, isolated, caplog):
 @pytest.mark.slow
 def test_interrupted_finetune_resumes_exactly(tiny_encoder, isolated, monkeypatch, caplog):
     cfg = tiny_cfg(tiny_encoder, isolated / "a")           # T = 3 steps (q = 8/24)
-    s = hybrid_settings(cfg)
-    data = load_split(s)
-    train = private_subset(data, s.n_private)
-    ref = finetune(s, tiny_encoder, train, 1.0, progress=False)
+    settings = hybrid_settings(cfg)
+    data = load_split(settings)
+    train = private_subset(data, settings.n_private)
+    ref = finetune(settings, tiny_encoder, train, 1.0, progress=False)
     ref_state = torch.load(ref.path, weights_only=True)
 
     s2 = hybrid_settings(tiny_cfg(tiny_encoder, isolated / "b"))

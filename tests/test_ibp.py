@@ -3,10 +3,14 @@
 import pytest
 import torch
 
+from certdp.bounds import ibp
+from certdp.bounds.aggregate import batch_sum
 from certdp.bounds.base import Batch
 from certdp.bounds.ibp import IBP, gradient_bounds
 from certdp.bounds.interval import Interval, output_bounds
 from certdp.models import ModelSpec
+
+D = torch.float64
 
 
 @pytest.mark.slow
@@ -185,3 +189,39 @@ def test_compiled_head_pass_nests_between_neighbours(monkeypatch):
             _assert_nested(other, base, b)
     if ibp._COMPILE["failed"] and any(shutil.which(c) for c in ("g++", "c++", "clang++")):
         pytest.fail("the compiled head pass failed on a machine with a C++ compiler (the eager one was checked)")
+
+
+# The lean path: the blocked sums are the materialised ones, bit for bit --------------------------
+def _problem(widths, loss, n, K, seed):
+    g = torch.Generator().manual_seed(seed)
+    m = ModelSpec(widths, loss)
+    x = torch.randn(n, widths[0], generator=g, dtype=D) * 2
+    y = (torch.randint(0, widths[-1], (n,), generator=g) if loss == "ce" else
+         torch.sign(torch.randn(n, generator=g, dtype=D)) if loss == "hinge" else
+         torch.randn(n, generator=g, dtype=D))
+    c = m.init(seed)
+    w = torch.linspace(0.0, 0.2, K, dtype=D).unsqueeze(-1) * (1 + torch.rand(K, m.n_params, generator=g, dtype=D))
+    return m, x, m.loss.labels(y), Interval(c - w, c + w)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("widths,loss,n", [((8, 16, 1), "mse", 300), ((3, 5, 4, 1), "mse", 200), ((8, 5), "ce", 400),
+                                          ((6, 1), "hinge", 300), ((4, 7, 3), "ce", 200)])
+def test_blocked_ibp_sums_are_the_materialised_ones(widths, loss, n, monkeypatch):
+    monkeypatch.setattr(ibp, "BLOCK_ELEMENTS", 20000)                      # several blocks per layer
+    m, x, y, box = _problem(widths, loss, n, 9, seed=len(widths) + n)
+    subs = torch.tensor([0, 1, 2, 3, 5, 8, 13, 100, 10 ** 6])
+    src = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8])
+    for clip in (0.05, 1.0):
+        ref = batch_sum(ibp.gradient_bounds(m, box, x, y, clip=clip), subs=subs, clip=clip)
+        got = ibp.gradient_topk_sums(m, box, x, y, subs=subs, clip=clip)
+        assert got.lo.numpy().tobytes() == ref.lo.numpy().tobytes()
+        assert got.hi.numpy().tobytes() == ref.hi.numpy().tobytes()
+        shared = ibp.gradient_topk_sums(m, box, x, y, subs=subs[:4], src=torch.tensor([8, 8, 2, 0]), clip=clip)
+        ref_s = batch_sum(ibp.gradient_bounds(m, box, x, y, clip=clip), subs=subs[:4], src=torch.tensor([8, 8, 2, 0]),
+                          clip=clip)
+        assert torch.equal(shared.lo, ref_s.lo) and torch.equal(shared.hi, ref_s.hi)
+        a = ibp.gradient_sum_stats(m, box, x, y, clip=clip)
+        b = ibp.gradient_sum_stats_blocked(m, box, x, y, clip=clip)
+        assert all(torch.equal(u, v) for u, v in zip(a, b))
+    assert src is not None

@@ -41,7 +41,7 @@ LAYERS = [
     ("base", ("certdp", "certdp.errors", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
               "certdp.results", "certdp.registry", "certdp.checkpoint", "certdp.data")),
     ("bounds", ("certdp.bounds",)),
-    ("training", ("certdp.training", "certdp.agt")),
+    ("training", ("certdp.training", "certdp.agt", "certdp.neighbours")),
     ("privacy", ("certdp.privacy",)),
     ("settings", ("certdp.settings",)),
     ("certify", ("certdp.certify", "certdp.baselines", "certdp.estimate", "certdp.commands")),

@@ -10,7 +10,7 @@
 * extreme records (1e6 and more, both signs, several indices) at F = 1, 2, 4: retrained
   neighbours lie in T_k(D);
 * (an MLP with certificate=milp, and a smooth release with it, are refused in one line before any
-  training: tests/test_bad_input.py)."""
+  training: tests/test_settings.py)."""
 
 from __future__ import annotations
 

@@ -11,11 +11,14 @@ import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from certdp import results
 from certdp.data import sources
+from certdp.errors import ConfigError
+from cli_helpers import digest, fake_run, one_line
 
 SMALL = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "staircase.k_max=8",
          "privacy.epsilons=[1]", "privacy.n_draws=5", "train.steps=3", "progress=false"]
@@ -393,3 +396,73 @@ def test_a_folder_name_too_long_is_one_line(tmp_path, part, key):
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith(f"certdp: error: {key}: the folder name ") and "; allowed: a shorter " in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------ run folders never replaced or nested
+FOLDER_RUN = ["dataset=linear", "dataset.n_train=200", "dataset.n_test=40", "staircase.k_max=4", "privacy.epsilons=[1]",
+              "privacy.n_draws=5", "train.steps=3", "progress=false"]
+
+
+@pytest.mark.slow
+def test_overwrite_never_replaces_a_folder_of_runs_or_foreign_files(tmp_path):
+    grp = tmp_path / "agtr" / "linear" / "grp"
+    fake_run(grp / "a")
+    fake_run(grp / "b")
+    before = digest(tmp_path)
+    with pytest.raises(results.RunExists, match="holds other runs"):
+        results.check_free(grp, overwrite=True)
+    r = certdp("agtr", *FOLDER_RUN, f"out_root={tmp_path}", "run=grp", "overwrite=true")
+    assert r.returncode == 2 and one_line(r.stderr).startswith("certdp: error: run: ") and "allowed:" in r.stderr
+    assert digest(tmp_path) == before                      # both finished runs intact, nothing added
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own file\n")
+    with pytest.raises(results.RunExists, match="not a certdp run"):
+        results.check_free(mine, overwrite=True)
+    # one run folder is replaceable; a run holding another run is not
+    results.check_free(grp / "a", overwrite=True)
+    fake_run(grp / "a" / "inner")
+    with pytest.raises(results.RunExists, match="another run"):
+        results.check_free(grp / "a", overwrite=True)
+
+
+@pytest.mark.slow
+def test_no_run_lands_inside_a_run_under_a_staging_name_or_outside_out_root(tmp_path):
+    from certdp.settings.base import run_name
+    for bad in ("../..", "a/../b", "/abs", "x.incomplete-1-abcd", "y.replaced-2-ef", "a//b", "bad\nname"):
+        with pytest.raises(ConfigError) as e:
+            run_name(bad, "run")
+        assert e.value.key == "run" and "allowed:" in str(e.value)
+    assert run_name("grp/a", "run") == "grp/a"
+    run = fake_run(tmp_path / "agtr" / "linear" / "grp" / "a")
+    with pytest.raises(results.RunPlacement, match="inside the finished run"):
+        results.check_placement(run / "nested")
+    with pytest.raises(results.RunPlacement, match="staging or replaced"):
+        results.check_placement(tmp_path / "x.incomplete-1-ab" / "r")
+    before = digest(tmp_path)
+    r = certdp("agtr", *FOLDER_RUN, f"out_root={tmp_path}", "run=grp/a/nested")
+    assert r.returncode == 2 and "inside the finished run" in one_line(r.stderr)
+    r = certdp("agtr", "-m", *FOLDER_RUN, f"out_root={tmp_path}", f"hydra.sweep.dir={run}", "train.clip=0.5,1.0")
+    assert r.returncode == 2 and one_line(r.stderr).startswith("certdp: error: hydra.sweep.dir: ")
+    assert digest(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------ a sweep is checked as a whole
+@pytest.mark.slow
+def test_a_sweep_is_checked_as_a_whole_before_its_first_job(tmp_path):
+    good = tmp_path / "good.csv"
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (60, 2))
+    pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "y": x @ [1.0, 1.0]}).to_csv(good, index=False)
+    pd.DataFrame({"x1": x[:, 0], "y": x[:, 0]}).to_csv(tmp_path / "onecol.csv", index=False)
+    base = ["agtr", "-m", "dataset=csv", "dataset.target=y", "dataset.features=[x1,x2]", "dataset.n_test=10",
+            "dataset.output_range=[-5,5]", "train.steps=2", "staircase.k_max=2", "privacy.n_draws=3",
+            f"out_root={tmp_path / 'o'}"]
+    for paths, key, words in (((good, tmp_path / "nope.csv"), "dataset.path", "sweep job 1 of 2"),
+                              ((good, tmp_path / "onecol.csv"), "dataset.features", "sweep job 1 of 2")):
+        r = certdp(*base, "dataset.path=" + ",".join(map(str, paths)))
+        assert r.returncode == 2 and one_line(r.stderr).startswith(f"certdp: error: {key}: ") and words in r.stderr
+    for extra, key in ((["train.clip=interval(0,1)"], "train.clip"), (["train.lr=${nope}"], "train.lr")):
+        r = certdp(*base, f"dataset.path={good}", *extra)
+        assert r.returncode == 2 and one_line(r.stderr).startswith(f"certdp: error: {key}: ") and "allowed:" in r.stderr
+    assert not (tmp_path / "o").exists()

@@ -22,7 +22,9 @@ from certdp.bounds.interval import output_bounds
 from certdp.models import ModelSpec
 from certdp.privacy.sensitivity import staircase
 from certdp.training import TrainSettings, batch_plan, train
-from neighbourhoods import PLACEMENTS, neighbours
+from neighbourhoods import PLACEMENTS, assert_contains_neighbours, neighbours, toy_data
+
+D = torch.float64
 
 R = 12  # neighbours per radius and placement (tests/neighbourhoods.py: 5 placements, 3 replacements)
 
@@ -157,3 +159,32 @@ def test_cover_width_bounds_retrained_neighbours():
         xs, ys = torch.cat([q[0] for q in sets]), torch.cat([q[1] for q in sets])
         tht = train(m, th0.expand(len(xs), -1), xs, ys, s)
         assert bool(((tht - base).abs() <= c + 1e-12).all())
+
+
+# Records up to 1e6: the envelopes stay finite and contain every retrained neighbour ----------------
+CONTAIN = [
+    ("softmax-head-ibp", (3, 3), "ce", "ibp"),
+    ("softmax-head-crown", (3, 3), "ce", "crown"),
+    ("mlp-softmax-ibp", (3, 8, 3), "ce", "ibp"),
+    ("mlp-mse-ibp", (3, 8, 1), "mse", "ibp"),
+]
+
+
+@pytest.mark.parametrize("name,widths,loss,cert", CONTAIN, ids=[c[0] for c in CONTAIN])
+def test_envelopes_on_records_up_to_1e6_are_finite_and_contain_retrained_neighbours(name, widths, loss, cert):
+    """Training data with records of |x| up to 1e6 (the MLP failed from |x| = 16, the softmax
+    head from 100); neighbours substitute records up to 1e8 (the helper's 'wide' and 'saturate'
+    replacements are 10x and 100x the data's span)."""
+    gen = torch.Generator().manual_seed(3)
+    n = 24
+    x, y = toy_data(loss, n, widths[0], gen)
+    x[:3] = torch.tensor([[1e6, -1e6, 3.0], [-16.0, 16.0, 16.0], [100.0, 100.0, -1e6]], dtype=D)
+    model = ModelSpec(widths, loss)
+    train_settings = TrainSettings(steps=6, lr=0.3, clip=1.0, batch_size=8, seed=0)
+    plan = batch_plan(n, train_settings)
+    theta0 = model.init(0)
+    ks = (1, 2, 4)
+    env = run_agt(model, theta0, (x, y), train_settings, ks,
+                  AGTOptions(certificate=get_certificate(cert), plan=plan, progress=False))
+    assert torch.isfinite(env.lo).all() and torch.isfinite(env.hi).all() and torch.isfinite(env.nominal).all()
+    assert_contains_neighbours(env, model, theta0, x, y, train_settings, ks=ks, R=6, plan=plan, loss=loss, gen=gen, n_classes=3)

@@ -294,7 +294,6 @@ def single_layer_step(model: ModelSpec, boxes: Interval, x: torch.Tensor, y: tor
     flat_idx = head_index(model, dev).reshape(-1)
     xt = torch.cat([x, torch.ones(n, 1, dtype=dt, device=dev)], 1)          # [n, D]
     TL, TU = boxes.lo[:, flat_idx].view(-1, C, D), boxes.hi[:, flat_idx].view(-1, C, D)
-    M = TL.shape[0]
     if mode is None:
         mode = "coupled" if _coupled_mode(P, n) else "flat"
     kk = subs.to(dev).clamp(max=n).to(torch.long)

@@ -167,7 +167,6 @@ class HeadNeurons:
     def relax(self, st, ub, dmax):
         K = ub.shape[0]
         b, C, D = st["xt"].shape[0], self.C, self.D
-        dt = ub.dtype
         q = b * C
         dzu, dzl = ub[:, :q].view(K, b, C), -ub[:, q:].view(K, b, C)
         cap = (st["xn"] * dmax).view(1, b, 1)                                   # |Dz| <= ||x~||_1 D_t

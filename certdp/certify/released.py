@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from certdp import DTYPE, results
-from certdp.data.preprocessing import LABEL_CODINGS, TASKS, Preprocessing, label_text
+from certdp.data.preprocessing import LABEL_CODINGS, Preprocessing, label_text
 from certdp.errors import ConfigError
 from certdp.settings.files import read_json_document, shown
 

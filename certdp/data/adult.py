@@ -212,19 +212,19 @@ def load_adult(cfg: dict, seed: int) -> Dataset:
     same way.  The roles depend on the number of records and the seed only; a private record is
     never dropped (module docstring).  One-hot columns follow the schema of adult.names;
     standardisation and PCA use public statistics only."""
-    s = settings(cfg, "adult")
+    params = settings(cfg, "adult")
     try:
-        p_data, p_test = resolve_many(list(ADULT_FILES), s["path"])
+        p_data, p_test = resolve_many(list(ADULT_FILES), params["path"])
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     r = read_adult(p_data, p_test)
     n, n_data = len(r.y), r.n_data
     fnames = (records.shown_name(p_data), records.shown_name(p_test))
-    split, n_public = s["split"], s["n_public"]
-    split_seed = seed if s["split_seed"] is None else s["split_seed"]
+    split, n_public = params["split"], params["n_public"]
+    split_seed = seed if params["split_seed"] is None else params["split_seed"]
     rng = np.random.default_rng(split_seed)
     if split == "paper":
-        n_private = s["n_private"] or 30222
+        n_private = params["n_private"] or 30222
         if not n_public < n - 1:
             raise ConfigError("dataset.n_public", f"got {n_public} with {n} records; allowed: an integer in "
                                                   f"[1, {n - 2}] (private and test records must remain)")
@@ -240,19 +240,19 @@ def load_adult(cfg: dict, seed: int) -> Dataset:
         if not n_public < n_test_file:
             raise ConfigError("dataset.n_public", f"got {n_public} with {n_test_file} adult.test records; allowed: "
                                                   f"an integer in [1, {n_test_file - 1}]")
-        n_private = s["n_private"]
+        n_private = params["n_private"]
         if n_private is not None and n_private > n_data:
             raise ConfigError("dataset.n_private", f"got {n_private} with {n_data} adult.data records; allowed: "
                                                    f"an integer in [1, {n_data}], or null (all)")
         perm = n_data + rng.permutation(n_test_file)
         priv = np.arange(n_data) if n_private is None else np.sort(rng.permutation(n_data)[:n_private])
         pub, test = _held_out(r, perm, n_public, fnames)
-    prep, finfo = fit_public_map(s, r.x[pub], default_dim=16, standardise_inputs=True, columns=ADULT_MATRIX_COLUMNS,
+    prep, finfo = fit_public_map(params, r.x[pub], default_dim=16, standardise_inputs=True, columns=ADULT_MATRIX_COLUMNS,
                                  clip=DEFAULT_CLIP_SD,
                                  input="5 numeric columns + one-hot of adult.names categories (adult_matrix)")
     xp, xtr, xt = prep.apply(r.x[pub]), prep.apply(r.x[priv], private=True), prep.apply(r.x[test])
     y_priv = np.where(r.y[priv] < 0, 0, r.y[priv])      # an unknown label: the first class, <=50K
-    task, ys, n_classes = zip(*(binary_labels(y, s) for y in (r.y[pub], y_priv, r.y[test])))
+    task, ys, n_classes = zip(*(binary_labels(y, params) for y in (r.y[pub], y_priv, r.y[test])))
     prep = replace(prep, task=task[0], target="income", classes=ADULT_CLASSES, unknown_label=ADULT_CLASSES[0],
                    label_coding="sign" if task[0] == "binary" else "index")
     dropped = (n - len(priv)) - len(pub) - len(test) if split == "paper" else (n - n_data) - len(pub) - len(test)

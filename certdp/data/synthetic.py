@@ -35,26 +35,26 @@ LINEAR_FIELDS = {
 }
 
 
-@register("linear", task="regression", fields=LINEAR_FIELDS, size=lambda s: (s["n_train"], 1, 1),
+@register("linear", task="regression", fields=LINEAR_FIELDS, size=lambda params: (params["n_train"], 1, 1),
           summary="y = 2x + 1 + N(0, 0.1^2), x ~ U(x_low, x_high); generated from the seed")
 def load_linear(cfg: dict, seed: int) -> Dataset:
-    s = settings(cfg, "linear")
-    if not s["x_low"] < s["x_high"]:
-        raise ConfigError("dataset.x_high", f"got {s['x_high']:g} with dataset.x_low={s['x_low']:g}; "
+    params = settings(cfg, "linear")
+    if not params["x_low"] < params["x_high"]:
+        raise ConfigError("dataset.x_high", f"got {params['x_high']:g} with dataset.x_low={params['x_low']:g}; "
                                             f"allowed: a number above dataset.x_low")
-    rng = np.random.default_rng(seed if s["data_seed"] is None else s["data_seed"])
-    n, m = s["n_train"], s["n_test"]
-    x = rng.uniform(s["x_low"], s["x_high"], size=(n + m, 1))
-    y = s["slope"] * x[:, 0] + s["intercept"] + s["noise"] * rng.standard_normal(n + m)
+    rng = np.random.default_rng(seed if params["data_seed"] is None else params["data_seed"])
+    n, m = params["n_train"], params["n_test"]
+    x = rng.uniform(params["x_low"], params["x_high"], size=(n + m, 1))
+    y = params["slope"] * x[:, 0] + params["intercept"] + params["noise"] * rng.standard_normal(n + m)
     if not np.isfinite(x).all():
-        raise ConfigError("dataset.x_low", f"[{s['x_low']:g}, {s['x_high']:g}] is too wide for float64; "
+        raise ConfigError("dataset.x_low", f"[{params['x_low']:g}, {params['x_high']:g}] is too wide for float64; "
                                            f"allowed: bounds whose difference is finite")
     if not np.isfinite(y).all():
         raise ConfigError("dataset.slope", "slope, intercept and noise give non-finite targets; "
                                            "allowed: values whose products with x stay finite in float64")
     # generated from public parameters: nothing is fitted, inputs and targets are used as they are
     prep = identity(("x",), input="generated x", target="y", target_source="generated",
-                    output_range=s["output_range"])
+                    output_range=params["output_range"])
     return Dataset("linear", "regression", x[:n], y[:n], x[n:], y[n:], output_range=prep.model_output_range,
                    info={"source": "generated"}, preprocessing=prep)
 
@@ -71,7 +71,7 @@ BLOBS_FIELDS = {
 }
 
 
-@register("blobs", task="binary", fields=BLOBS_FIELDS, size=lambda s: (s["n_train"], s["n_features"], 1),
+@register("blobs", task="binary", fields=BLOBS_FIELDS, size=lambda params: (params["n_train"], params["n_features"], 1),
           summary="two Gaussian blobs in R^8 (sklearn make_blobs), labels +-1; generated from the seed")
 def load_blobs(cfg: dict, seed: int) -> Dataset:
     """Two isotropic Gaussians N(+-c, sd^2 I) in R^d with ||2c|| = ``separation`` (Bayes accuracy
@@ -79,15 +79,15 @@ def load_blobs(cfg: dict, seed: int) -> Dataset:
     +-1 for the hinge classifier.  ``n_public`` extra points (same distribution) form the public
     set the baselines tune on (the paper's blobs setting has none; 0 disables it)."""
     from sklearn.datasets import make_blobs
-    s = settings(cfg, "blobs")
-    d, n, m, npub = s["n_features"], s["n_train"], s["n_test"], s["n_public"]
+    params = settings(cfg, "blobs")
+    d, n, m, npub = params["n_features"], params["n_train"], params["n_test"], params["n_public"]
     if (n + m + npub) * d > _MAX_CELLS:
         raise ConfigError("dataset.n_features", f"got {d} features x {n + m + npub} rows = {(n + m + npub) * d} values; "
                                                 f"allowed: rows x features <= {_MAX_CELLS}")
-    sep, sd = s["separation"], s["cluster_std"]
+    sep, sd = params["separation"], params["cluster_std"]
     c = np.full(d, sep / (2 * np.sqrt(d)))
     x, lab = make_blobs(n_samples=n + m + npub, centers=np.stack([c, -c]), cluster_std=sd,
-                        n_features=d, random_state=seed if s["data_seed"] is None else s["data_seed"])
+                        n_features=d, random_state=seed if params["data_seed"] is None else params["data_seed"])
     if not np.isfinite(x).all():
         raise ConfigError("dataset.cluster_std", f"got {sd:g}: the generated points are not finite; "
                                                  f"allowed: a finite number > 0 small enough for float64")

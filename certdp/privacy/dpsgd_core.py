@@ -2,7 +2,7 @@
 shared by ``certdp dpsgd`` / ``certdp ags`` (the optimised baseline) and ``certdp hybrid``
 (DP-LoRA fine-tuning and the DP-SGD head).
 
-One step t of :func:`poisson_dpsgd`, for a dataset of N records, sampling rate q, clipping norm C
+One step t of :func:`dpsgd_steps`, for a dataset of N records, sampling rate q, clipping norm C
 and noise multiplier sigma:
 
 1. every record enters the batch independently with probability q (one uniform draw per record
@@ -109,11 +109,11 @@ def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
     return (clip / norms.clamp(min=1e-12)).clamp(max=1.0)
 
 
-def poisson_dpsgd(*, n: int, steps: int, sample_rate: float, clip: float, sigma: float,
-                  clipped_grad_sum: Callable[[torch.Tensor, torch.Generator], dict[str, torch.Tensor]],
-                  apply_update: Callable[[dict[str, torch.Tensor], float], None],
-                  generator_at: Callable[[int], torch.Generator], start: int = 0,
-                  after_step: Callable[[int], None] | None = None) -> None:
+def dpsgd_steps(*, n: int, steps: int, sample_rate: float, clip: float, sigma: float,
+                clipped_grad_sum: Callable[[torch.Tensor, torch.Generator], dict[str, torch.Tensor]],
+                apply_update: Callable[[dict[str, torch.Tensor], float], None],
+                generator_at: Callable[[int], torch.Generator], start: int = 0,
+                after_step: Callable[[int], None] | None = None) -> None:
     """Steps ``start..steps-1`` of DP-SGD (see the module docstring).
 
     ``clipped_grad_sum(indices, gen)`` returns, per trainable tensor, the sum over the sampled
@@ -133,8 +133,8 @@ def poisson_dpsgd(*, n: int, steps: int, sample_rate: float, clip: float, sigma:
             after_step(t + 1)
 
 
-def dpsgd_poisson(model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, lr: float, clip: float,
-                  sigma: float, sample_rate: float, steps: int, gen: torch.Generator) -> torch.Tensor:
+def train_dpsgd(model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, lr: float, clip: float,
+                sigma: float, sample_rate: float, steps: int, gen: torch.Generator) -> torch.Tensor:
     """DP-SGD of a flat-parameter certdp model (``per_sample_grads``): ``steps`` steps of
     theta <- theta - lr * (clipped sum + N(0, (sigma clip)^2)) / (q N) from ``theta0`` [P],
     all draws from ``gen``.  Returns the final parameters [P]."""
@@ -158,8 +158,8 @@ def dpsgd_poisson(model, theta0: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
         def carried():
             return {"theta": state["theta"], "gen": gen}
 
-        poisson_dpsgd(n=x.shape[0], steps=steps, sample_rate=sample_rate, clip=clip, sigma=sigma,
-                      clipped_grad_sum=clipped_grad_sum, apply_update=apply_update, generator_at=lambda _t: gen,
-                      start=lp.step, after_step=lambda t: lp.tick(t, carried))
+        dpsgd_steps(n=x.shape[0], steps=steps, sample_rate=sample_rate, clip=clip, sigma=sigma,
+                    clipped_grad_sum=clipped_grad_sum, apply_update=apply_update, generator_at=lambda _t: gen,
+                    start=lp.step, after_step=lambda t: lp.tick(t, carried))
         lp.finish(carried)
     return state["theta"]

@@ -1,6 +1,6 @@
 """Small, valid settings for every command (each probe changes one thing), the CSVs a finished
 run of each command writes and the cells that must be filled in.  The tests share them
-(``tests/test_bad_input.py``): one catalogue of small settings, not a copy per file."""
+(``tests/test_settings.py``): one catalogue of small settings, not a copy per file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Small csv tables, good and bad, shared by the prober's fixtures and the tests
-(``tests/test_bad_input.py``): :func:`write_tables` writes them below ``<folder>/csv/`` with a
+(``tests/test_settings.py``): :func:`write_tables` writes them below ``<folder>/csv/`` with a
 regular file ``<folder>/afile`` where a folder is expected.
 
 ``good.csv``: 300 rows x1, x2 uniform on [-1, 1], y = 2 x1 - x2 + noise (seed 0).  The bad ones

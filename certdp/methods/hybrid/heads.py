@@ -11,7 +11,7 @@
   rescaled envelopes and theta = w * theta' is post-processing; coordinates that move little get
   little noise.
 * **DP-SGD head** (:func:`dpsgd_head`): the same logistic head trained by the project's DP-SGD
-  (:func:`certdp.privacy.dpsgd_core.dpsgd_poisson`) at the whole (eps, delta).
+  (:func:`certdp.privacy.dpsgd_core.train_dpsgd`) at the whole (eps, delta).
 
 Nothing here is published.  The hybrid writes no released head or adapter for publication:
 its ``results.csv`` / ``accounting.csv`` are the statistics of ``head.n_draws`` seeded draws
@@ -45,7 +45,7 @@ from certdp.seeding import generator_for
 from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_torch, save_torch
 from certdp.models import build_model
-from certdp.privacy.dpsgd_core import calibrated_noise, dpsgd_poisson, poisson_schedule
+from certdp.privacy.dpsgd_core import calibrated_noise, train_dpsgd, poisson_schedule
 from certdp.privacy.mechanisms import make_mechanism
 from certdp.settings.training import staircase_settings
 from certdp.training import TrainSettings
@@ -181,8 +181,8 @@ def dpsgd_head(hybrid: HybridSettings, f: Features, *, epsilon: float, delta: fl
     best = None
     for lr in g.lrs:
         gen = generator_for(hybrid.seed, "hybrid-dpsgd-head", label, epsilon, lr)
-        thetas = torch.stack([dpsgd_poisson(model, model.init(hybrid.seed), f.x_priv, f.y_priv, lr=lr, clip=g.clip,
-                                            sigma=sigma, sample_rate=q, steps=T, gen=gen) for _ in range(g.n_runs)])
+        thetas = torch.stack([train_dpsgd(model, model.init(hybrid.seed), f.x_priv, f.y_priv, lr=lr, clip=g.clip,
+                                          sigma=sigma, sample_rate=q, steps=T, gen=gen) for _ in range(g.n_runs)])
         acc_pub, acc_test = heads_accuracy(hybrid, model, thetas, f)
         if best is None or np.median(acc_pub) > np.median(best["acc_pub"]):
             best = {"lr": lr, "acc_pub": acc_pub, "acc_test": acc_test}

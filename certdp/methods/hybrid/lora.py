@@ -2,7 +2,7 @@
 
 Rank-r LoRA adapters (``peft``) on the query and value projections of every attention layer,
 plus a linear classification head on the pooled embedding, trained by the project's one
-Poisson-sampled DP-SGD loop (:func:`certdp.privacy.dpsgd_core.poisson_dpsgd`): sampling rate
+Poisson-sampled DP-SGD loop (:func:`certdp.privacy.dpsgd_core.dpsgd_steps`): sampling rate
 q = B/N, per-sample gradients of all trainable tensors from Opacus' ``GradSampleModule`` (hooks
 mode, which covers the LoRA ``nn.Linear`` factors), clipped jointly to l2 norm ``dpsgd.clip``,
 summed, plus N(0, sigma^2 clip^2) per coordinate, divided by q N; AdamW applies the step.  sigma
@@ -31,7 +31,7 @@ from certdp.seeding import generator_for
 from certdp.methods.hybrid.encoder import Adapter, LoraClassifier, micro_batches, pad
 from certdp.settings.hybrid import HybridSettings
 from certdp.methods.hybrid.store import digest, load_json, load_torch, save_json, save_torch
-from certdp.privacy.dpsgd_core import calibrated_noise, clip_factors, poisson_dpsgd, poisson_schedule
+from certdp.privacy.dpsgd_core import calibrated_noise, clip_factors, dpsgd_steps, poisson_schedule
 
 log = logging.getLogger("certdp")
 
@@ -101,9 +101,9 @@ def finetune(s: HybridSettings, folder: Path, train: TextPart, eps1: float, *, p
                         "optimizer": opt.state_dict()}, ckpt)
 
     t0 = time.perf_counter()
-    poisson_dpsgd(n=n, steps=T, sample_rate=q, clip=d.clip, sigma=sigma, clipped_grad_sum=clipped_grad_sum,
-                  apply_update=apply_update, generator_at=lambda t: generator_for(s.seed, "dplora-step", key, t),
-                  start=start, after_step=after_step)
+    dpsgd_steps(n=n, steps=T, sample_rate=q, clip=d.clip, sigma=sigma, clipped_grad_sum=clipped_grad_sum,
+                apply_update=apply_update, generator_at=lambda t: generator_for(s.seed, "dplora-step", key, t),
+                start=start, after_step=after_step)
     bar.close()
     gsm._close()
     meta = {"eps1": eps1, "eps1_certified": eps_cert, "delta1": d.delta, "sigma": sigma, "steps": T,

@@ -1,4 +1,5 @@
-"""No private record decides the run's outcome (issue 19, item 4).
+"""No private record decides the run's outcome (certdp.certify.build_experiment and the runners
+on it).
 
 (a) One private cell of a csv table changed -- to empty, to 1e155, to 100x its column's range, to
     text, and (classification) the label to an unseen one or empty -- for every task: regression
@@ -9,12 +10,12 @@
     arrays differ in that one record only; and the release passes the exact-loss test between
     the two tables: AGT-R's Cauchy (pure) and smooth-Laplace (delta) releases, AGS's Cauchy
     parameter release (the exact loss of a product of independent coordinates).
-(b) The stabilised softmax bounds: finite and containing every softmax of the box for any finite
-    box (|z| up to 1e300), inclusion-monotone; and through real training, envelopes of softmax
-    heads and MLPs on records up to |x| = 1e6 stay finite and contain every retrained neighbour.
-(c) Planted bugs: the old softmax formula (exp(z - max z)) fails the finiteness test; a drop of
-    the incomplete row before the split (the old ``dataset.dropna``) fails the outcome check; a
-    Cauchy release with half the noise scale fails the exact-loss test.
+(b) Planted bugs: a drop of the incomplete row before the split (the old ``dataset.dropna``) fails
+    the outcome check; a Cauchy release with half the noise scale fails the exact-loss test.
+(c) Settings that could make the numbers overflow are refused before training.
+
+The stabilised softmax bounds on extreme boxes are tested in test_losses.py, envelopes on records
+up to 1e6 in test_soundness.py, the a-priori magnitude bound in test_models.py.
 """
 
 from __future__ import annotations
@@ -28,21 +29,15 @@ import pytest
 import torch
 
 from certdp import results
-from certdp.agt import AGTOptions, run_agt
-from certdp.bounds import get_certificate
 from certdp.certify import build_experiment
 from certdp.certify.core import certify_predictions, certify_window, nominal
 from certdp.data.tabular import split_rows, split_sizes
-from certdp.losses import SoftmaxCE, softmax_bounds
 from certdp.methods import agtr as agtr_runner
 from certdp.methods import ags as ags_runner
 from certdp.privacy.loss import Release1D, _limit_at_infinity, _log_ratio, _stationary_points, delta_of, pure_loss, release_for
 from certdp.privacy.mechanisms import CauchyParams, CauchyTight, LaplaceSmooth
 from certdp.settings import config_dir
 from certdp.settings.compose import compose_and_parse
-from certdp.training import TrainSettings
-
-from neighbourhoods import assert_contains_neighbours
 
 results.register_resolvers()
 D = torch.float64
@@ -99,7 +94,7 @@ def _certify(run: str, path: str, more=()) -> dict:
     """Run the command end to end (the runner: data, checks, training, envelopes, releases) and
     keep the certificate its release is calibrated to (recorded from the runner's own call of
     the certify layer; recomputed the same way should the runner stop calling it)."""
-    s = _settings(run, path, more)
+    settings = _settings(run, path, more)
     cmd = RUNS[run][0]
     runner = agtr_runner if cmd == "agtr" else ags_runner
     name = "certify_predictions" if cmd == "agtr" else "certify_window"
@@ -113,14 +108,14 @@ def _certify(run: str, path: str, more=()) -> dict:
     mp = pytest.MonkeyPatch()
     mp.setattr(runner, name, recorded)
     try:
-        frames = runner.run(s, progress=False)
+        frames = runner.run(settings, progress=False)
     finally:
         mp.undo()
     assert len(frames["results"]) > 0
     if seen:
         exp, res = seen[0]
     else:
-        exp = build_experiment(s, task="regression" if cmd == "agtr" else "classification", smooth_release=True)
+        exp = build_experiment(settings, task="regression" if cmd == "agtr" else "classification", smooth_release=True)
         theta0 = exp.model.init(exp.train.seed)
         res = certify_predictions(exp) if cmd == "agtr" else certify_window(exp, theta0, (0, exp.train.steps))
     out = {"dataset": exp.dataset, "exp": exp, "env": res[0], "staircase": res[1]}
@@ -285,110 +280,7 @@ def test_the_readme_iris_command_with_a_private_row_of_100s_completes(folder):
 
 
 # ---------------------------------------------------------------------------------------------
-# (b) stable softmax bounds, and containment on extreme records
-
-def _naive_softmax_bounds(lo, hi):
-    """The formula before the fix (planted bug): exponentials shifted by max(hi)."""
-    shift = hi.max(dim=-1, keepdim=True).values
-    el, eu = torch.exp(lo - shift), torch.exp(hi - shift)
-    su, sl = eu.sum(-1, keepdim=True), el.sum(-1, keepdim=True)
-    return (el / (el + (su - eu))).clamp(0, 1), (eu / (eu + (sl - el))).clamp(0, 1)
-
-
-def _extreme_boxes(gen, n=400, C=4):
-    """Boxes of every width and position: centres up to 1e6 (and a few up to 1e300), widths
-    from 0 to 1e6."""
-    mag = 10 ** torch.empty(n, 1, dtype=D).uniform_(-3, 6, generator=gen)
-    c = (torch.rand(n, C, generator=gen, dtype=D) * 2 - 1) * mag
-    w = 10 ** torch.empty(n, C, dtype=D).uniform_(-6, 6, generator=gen) * (torch.rand(n, C, generator=gen) < 0.9)
-    c[:8] *= 1e294
-    return c - w / 2, c + w / 2
-
-
-def test_softmax_bounds_are_finite_and_sound_on_extreme_boxes():
-    gen = torch.Generator().manual_seed(0)
-    lo, hi = _extreme_boxes(gen)
-    pl, pu = softmax_bounds(lo, hi)
-    assert torch.isfinite(pl).all() and torch.isfinite(pu).all()
-    assert (0 <= pl).all() and (pl <= pu).all() and (pu <= 1).all()
-    # every softmax of the box lies inside (corners, where the extremes are, and random points)
-    for _ in range(40):
-        t = torch.rand(lo.shape, generator=gen, dtype=D)
-        t = torch.where(torch.rand(lo.shape, generator=gen) < 0.5, t.round(), t)
-        p = torch.softmax(lo + t * (hi - lo), -1)
-        assert bool(((pl <= p) & (p <= pu)).all())
-    # against exact arithmetic (50 digits) at the corners where the extremes are attained
-    import mpmath as mp
-    mp.mp.dps = 50
-    for i in range(8, lo.shape[0], 7):
-        for c in range(lo.shape[1]):
-            lo_i, hi_i = lo[i].tolist(), hi[i].tolist()
-            low = 1 / (1 + mp.fsum(mp.exp(mp.mpf(hi_i[j]) - mp.mpf(lo_i[c])) for j in range(len(lo_i)) if j != c))
-            high = 1 / (1 + mp.fsum(mp.exp(mp.mpf(lo_i[j]) - mp.mpf(hi_i[c])) for j in range(len(lo_i)) if j != c))
-            assert mp.mpf(float(pl[i, c])) <= low and high <= mp.mpf(float(pu[i, c])), (i, c)
-    # the exact corner values are reached within the rounding margin (tight, not trivial)
-    mid = torch.softmax((lo + hi) / 2, -1)
-    narrow = ((hi - lo).amax(-1) < 1e-3) & (lo.abs().amax(-1) < 1e3)
-    assert bool(((pu - pl)[narrow] < 1e-2).all())
-    assert bool(((pl <= mid) & (mid <= pu)).all())
-    # the planted bug: the old formula is not finite on the same boxes
-    ol, ou = _naive_softmax_bounds(lo, hi)
-    assert not (torch.isfinite(ol).all() and torch.isfinite(ou).all())
-
-
-def test_softmax_bounds_are_inclusion_monotone():
-    gen = torch.Generator().manual_seed(1)
-    lo, hi = _extreme_boxes(gen, n=300)
-    grow = 10 ** torch.empty(lo.shape, dtype=D).uniform_(-8, 5, generator=gen)
-    pl, pu = softmax_bounds(lo, hi)
-    ql, qu = softmax_bounds(lo - grow * torch.rand(lo.shape, generator=gen, dtype=D), hi + grow)
-    assert bool((ql <= pl).all() and (qu >= pu).all())
-
-
-def test_ce_gradient_and_linear_bounds_stay_finite_on_extreme_logits():
-    gen = torch.Generator().manual_seed(2)
-    lo, hi = _extreme_boxes(gen, n=60, C=3)
-    lo, hi = lo[8:].reshape(2, 26, 3), hi[8:].reshape(2, 26, 3)      # [K, n, C], centres up to 1e6
-    y = torch.randint(0, 3, (26,), generator=gen)
-    gl, gu = SoftmaxCE().grad_bounds(lo, hi, y)
-    assert torch.isfinite(gl).all() and torch.isfinite(gu).all() and (gl >= -1).all() and (gu <= 1).all()
-    for t in SoftmaxCE().grad_linear_bounds(lo, hi, y):
-        assert torch.isfinite(t).all()
-
-
-CONTAIN = [
-    ("softmax-head-ibp", (3, 3), "ce", "ibp"),
-    ("softmax-head-crown", (3, 3), "ce", "crown"),
-    ("mlp-softmax-ibp", (3, 8, 3), "ce", "ibp"),
-    ("mlp-mse-ibp", (3, 8, 1), "mse", "ibp"),
-]
-
-
-@pytest.mark.parametrize("name,widths,loss,cert", CONTAIN, ids=[c[0] for c in CONTAIN])
-def test_envelopes_on_records_up_to_1e6_are_finite_and_contain_retrained_neighbours(name, widths, loss, cert):
-    """Training data with records of |x| up to 1e6 (the MLP failed from |x| = 16, the softmax
-    head from 100); neighbours substitute records up to 1e8 (the helper's 'wide' and 'saturate'
-    replacements are 10x and 100x the data's span)."""
-    from certdp.models import ModelSpec
-    from certdp.training import batch_plan
-    from neighbourhoods import toy_data
-    gen = torch.Generator().manual_seed(3)
-    n = 24
-    x, y = toy_data(loss, n, widths[0], gen)
-    x[:3] = torch.tensor([[1e6, -1e6, 3.0], [-16.0, 16.0, 16.0], [100.0, 100.0, -1e6]], dtype=D)
-    model = ModelSpec(widths, loss)
-    s = TrainSettings(steps=6, lr=0.3, clip=1.0, batch_size=8, seed=0)
-    plan = batch_plan(n, s)
-    theta0 = model.init(0)
-    ks = (1, 2, 4)
-    env = run_agt(model, theta0, (x, y), s, ks,
-                  AGTOptions(certificate=get_certificate(cert), plan=plan, progress=False))
-    assert torch.isfinite(env.lo).all() and torch.isfinite(env.hi).all() and torch.isfinite(env.nominal).all()
-    assert_contains_neighbours(env, model, theta0, x, y, s, ks=ks, R=6, plan=plan, loss=loss, gen=gen, n_classes=3)
-
-
-# ---------------------------------------------------------------------------------------------
-# (c) the checks have power
+# (b) the checks have power
 
 def test_the_outcome_check_catches_a_drop_before_the_split(folder):
     """The old ``dataset.dropna`` removed an incomplete private row before the split: the row
@@ -421,45 +313,7 @@ def test_the_exact_loss_test_catches_a_private_statistic(folder):
 
 
 # ---------------------------------------------------------------------------------------------
-# The a-priori magnitude bound behind "no private record can make the numbers overflow"
-
-MAG = [((3, 1), "mse"), ((4, 3), "ce"), ((4, 8, 3), "ce"), ((2, 6, 5, 1), "mse"), ((3, 4, 1), "hinge")]
-
-
-@pytest.mark.parametrize("widths,loss", MAG, ids=[f"{'x'.join(map(str, w))}-{l}" for w, l in MAG])
-def test_the_magnitude_bound_dominates_every_number_of_the_passes(widths, loss):
-    """Inputs at the clip range (corners and random), parameters anywhere within R, targets at
-    the target bound: activations, per-sample gradients (before clipping) and the interval
-    forward pass over boxes inside [-R, R] stay below ModelSpec.magnitude_bound."""
-    from certdp.bounds.ibp import gradient_bounds
-    from certdp.bounds.interval import Interval, forward_bounds
-    from certdp.models import ModelSpec
-    gen = torch.Generator().manual_seed(4)
-    m = ModelSpec(widths, loss)
-    B, R, Y = 50.0, 3.0, 20.0
-    bound = m.magnitude_bound(input_bound=B, param_bound=R, target_bound=Y)
-    x = torch.where(torch.rand(64, widths[0], generator=gen) < 0.5, -B, B).to(D)
-    x[32:] *= torch.rand(32, widths[0], generator=gen, dtype=D)
-    y = {"mse": torch.where(torch.rand(64, generator=gen) < 0.5, -Y, Y).to(D),
-         "hinge": torch.where(torch.rand(64, generator=gen) < 0.5, -1, 1),
-         "ce": torch.randint(0, widths[-1], (64,), generator=gen)}[loss]
-    theta = torch.where(torch.rand(16, m.n_params, generator=gen) < 0.5, -R, R).to(D)
-    _, acts, pres = m.forward(theta, x, return_cache=True)
-    seen = max(float(t.abs().max()) for t in [*acts, *pres])
-    seen = max(seen, float(m.per_sample_grads(theta, x, m.loss.labels(y)).abs().max()))
-    lo = theta.clamp(max=0) * torch.rand(theta.shape, generator=gen, dtype=D)
-    box = Interval(torch.minimum(lo, theta), torch.maximum(lo, theta))      # boxes inside [-R, R]
-    out, iacts, ipres = forward_bounds(m, box, x)
-    seen = max(seen, *(float(torch.maximum(t.lo.abs(), t.hi.abs()).max()) for t in [out, *iacts[1:], *ipres]))
-    g = gradient_bounds(m, box, x, m.loss.labels(y), clip=1e300)           # no clipping: the raw bounds
-    seen = max(seen, float(torch.maximum(g.lo.abs(), g.hi.abs()).max()))
-    assert seen <= bound, (seen, bound)
-    # planted bug: the same recursion without the fan-in factor is exceeded (the check has teeth)
-    a = B
-    for _ in widths[:-1]:
-        a = R * a + R
-    assert seen > a, (seen, a)
-
+# (c) the one refusal left to training
 
 def test_settings_that_could_overflow_are_refused_before_training(folder):
     """The one refusal left to training (data-independent: settings only)."""
@@ -467,11 +321,11 @@ def test_settings_that_could_overflow_are_refused_before_training(folder):
     from certdp.training import MAGNITUDE_LIMIT, check_magnitudes, parameter_bound
     frame, _, _ = _frame("iris")
     frame.to_csv(f"{folder}/iris-mag.csv", index=False)
-    s = _settings("iris-mlp", f"{folder}/iris-mag.csv", ["train.lr=1e200"])
+    settings = _settings("iris-mlp", f"{folder}/iris-mag.csv", ["train.lr=1e200"])
     with pytest.raises(ConfigError, match=r"^train\.lr: the a-priori bound on the numbers training computes"):
-        build_experiment(s, task="classification", smooth_release=True)
+        build_experiment(settings, task="classification", smooth_release=True)
     # the default settings are far from it
-    s = _settings("iris-mlp", f"{folder}/iris-mag.csv")
-    exp = build_experiment(s, task="classification", smooth_release=True)
+    settings = _settings("iris-mlp", f"{folder}/iris-mag.csv")
+    exp = build_experiment(settings, task="classification", smooth_release=True)
     m = check_magnitudes(exp.model, exp.train, input_bound=exp.dataset.preprocessing.input_bound)
     assert m < 1e12 < MAGNITUDE_LIMIT and parameter_bound(exp.train) < 10

@@ -1,4 +1,5 @@
-"""Bad input is refused in one line naming the key, before any result is written (issue 11).
+"""Every command's settings (certdp.settings, the one entrance): bad input is refused in one line
+naming the key, before any result is written.
 
 Every case runs the real command line in-process (``certdp.cli.main`` with ``sys.argv``
 patched; Hydra's ``main`` composes afresh on every call) and asserts: exit status 2, exactly one
@@ -132,7 +133,7 @@ case("agtr", ["out_root={fx}/afile/sub"], "out_root")
 # ---- csv tables ------------------------------------------------------------------------------
 TABLE = ("dataset.path", "dataset.features", "dataset.target")
 # (inf10/nan10: a bad cell in every tenth row, public and test rows among them; a bad cell in a
-# private row is imputed or clipped, not refused: tests/test_outcome.py)
+# private row is imputed or clipped, not refused: tests/test_certify.py)
 for name, keys in (("dir", "dataset.path"), ("empty.csv", "dataset.path"), ("header.csv", TABLE),
                    ("binary.csv", "dataset.path"), ("inf10.csv", TABLE), ("nan10.csv", TABLE + ("dataset.dropna",)),
                    ("const.csv", TABLE), ("big.csv", TABLE), ("dup.csv", TABLE), ("ragged.csv", "dataset.path"),
