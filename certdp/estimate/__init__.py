@@ -383,8 +383,8 @@ def announce(settings) -> Estimate | None:
         entries = checkpoint.current().entries or None
         dev = torch.device(getattr(settings.run, "device", "cpu") or "cpu")
         # the optimistic time on this machine as loaded now: a run that is short on idle cores can
-        # be long on busy ones (mnist5's CPU default: 28 s at the optimistic rate, about 40 min of
-        # AGT at load 12-17 on 2 cores, and it printed no estimate before the load counted here)
+        # be long on busy ones (mnist5's CPU default: 28 s at the optimistic rate, 45 min of
+        # AGT at load 10-20 on 2 cores, and it printed no estimate before the load counted here)
         unit = OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) * (busy() if dev.type == "cpu" else 1.0)
         big = work.left(entries).elements() * unit >= CALIBRATE_ABOVE_S
         est = estimate(settings, device=dev, calibrate=big, work=work, entries=entries,
