@@ -16,6 +16,7 @@ Matched DP-SGD depends on the training settings only, so it runs once per (steps
     python benchmarks/frontier_mnist5.py --points d128,d256    # some points
     python benchmarks/frontier_mnist5.py --list                # the points and their overrides
     python benchmarks/frontier_mnist5.py --quick               # two tiny points on the test fixture (CI)
+    python benchmarks/frontier_mnist5.py --tables              # docs/frontier.md's tables and plot from the CSVs
 
 Writes ``benchmarks/results/frontier_<dataset>.csv`` (one row per point, release and epsilon)
 and prints a markdown table (``--md FILE`` also writes it); ``--plot FILE`` draws accuracy
@@ -179,19 +180,33 @@ def run_point(dataset: str, name: str, overrides: list[str], *, extra: list[str]
     return rows
 
 
+def preset_contraction(dataset: str) -> float | None:
+    """The contraction of ``configs/preset/ags/<dataset>.yaml`` (what a point without a
+    ``train.contraction`` override trained with; rows written before the CSV had the column)."""
+    import yaml
+    f = Path(__file__).resolve().parent.parent / "configs" / "preset" / "ags" / f"{dataset}.yaml"
+    lam = (yaml.safe_load(f.read_text()) or {}).get("train", {}).get("contraction") if f.exists() else None
+    return float(lam) if lam is not None else None
+
+
 def _training(df: pd.DataFrame) -> pd.Series:
     """(steps, batch size, contraction) of each row: what matched DP-SGD depends on."""
     lam = df.overrides.str.extract(r"train\.contraction=([\d.]+)")[0].astype(float)
     if "contraction" in df:
-        lam = df.contraction.fillna(lam)
-    return df.steps.astype(str) + ", b " + df.batch_size.astype(str) + ", lambda " + lam.astype(str)
+        lam = df.contraction.astype(float).fillna(lam)
+    if lam.isna().any() and (pre := preset_contraction(str(df.dataset.iloc[0]))) is not None:
+        lam = lam.fillna(pre)
+    return (df.steps.astype(str) + ", b " + df.batch_size.astype(str) + ", lambda "
+            + lam.map(lambda x: "?" if pd.isna(x) else f"{x:g}")).astype(object)
 
 
 def table(df: pd.DataFrame, arm: str = "cauchy_p") -> str:
     """One line per point: AGT time, radii, and per epsilon the median accuracy with the term that
-    sets S; matched DP-SGD (pure) per epsilon for each training setting."""
+    sets S; matched DP-SGD (pure beside ``cauchy_p``, approx beside ``laplace_p``) per epsilon for
+    each training setting."""
     df = df.assign(training=_training(df))
-    dp = df[df.arm == "DP-SGD matched (pure)"]
+    regime = "approx" if arm.startswith("laplace") else "pure"
+    dp = df[df.arm == f"DP-SGD matched ({regime})"]
     eps = sorted(df.epsilon.unique())
     head = ("| point | engine | radii (m, layout, last) | training (steps, b, lambda) | AGT s (wall / CPU, load) | "
             + " | ".join(f"eps={e:g}" for e in eps) + " | non-private |")
@@ -207,7 +222,7 @@ def table(df: pd.DataFrame, arm: str = "cauchy_p") -> str:
                      f"{r.agt_wall_s:g} / {r.agt_cpu_s:g} ({r.load:g}) | " + " | ".join(cells) + f" | {r.nonprivate:.3f} |")
     for t, g in dp.groupby("training", sort=False):
         cells = [f"{g[g.epsilon == e].accuracy_median.iloc[0]:.3f}" if (g.epsilon == e).any() else "-" for e in eps]
-        lines.append(f"| DP-SGD matched (pure) | | | {t} | | " + " | ".join(cells) + " | |")
+        lines.append(f"| DP-SGD matched ({regime}) | | | {t} | | " + " | ".join(cells) + " | |")
     return "\n".join(lines)
 
 
@@ -242,6 +257,79 @@ def plot(df: pd.DataFrame, path: str, panels=PANELS) -> None:
     fig.savefig(path, dpi=120)
 
 
+# ---------------------------------------------------------------- the docs page, generated from the CSVs
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+PAGE = ROOT / "docs" / "frontier.md"
+PLOT = ROOT / "docs" / "img" / "frontier_mnist5.png"
+BLOCKS = ("mnist5", "blobs", "remaining")
+ASKED = {"mnist5": 12, "blobs": 6}          # the proven points issue 29 asks the frontier to show
+BEGIN = "<!-- frontier:{} (generated from benchmarks/results by: python benchmarks/frontier_mnist5.py --tables) -->"
+END = "<!-- /frontier:{} -->"
+
+
+def _remaining(frames: dict[str, pd.DataFrame]) -> str:
+    lines = []
+    for d, df in frames.items():
+        done = set(df.point)
+        left = [k for k in SETS[d] if k not in done]
+        head = (f"* **{d}**: {len(done & set(SETS[d]))} of the sweep's {len(SETS[d])} points measured "
+                f"(issue 29 asks for at least {ASKED[d]})")
+        if not left:
+            lines.append(head + "; none left.")
+            continue
+        lines.append(head + f"; {len(left)} left: " + ", ".join(f"`{k}`" for k in left) + ".")
+        lines.append(f"  `python benchmarks/frontier_mnist5.py --dataset {d} --threads 1 --append "
+                     f"--points {','.join(left)}`")
+    return "\n".join(lines)
+
+
+def page_blocks(results: Path = RESULTS) -> dict[str, str]:
+    """The generated regions of docs/frontier.md, from the frontier CSVs alone."""
+    frames = {d: pd.read_csv(results / f"frontier_{d}.csv") for d in ("mnist5", "blobs")}
+    m = frames["mnist5"]
+    return {"mnist5": "`cauchy_p` (pure ε-DP), beside matched DP-SGD (pure):\n\n" + table(m, "cauchy_p")
+            + "\n\n`laplace_p` ((ε, 10⁻⁵)-DP), beside matched DP-SGD (approx):\n\n" + table(m, "laplace_p"),
+            "blobs": table(frames["blobs"], "cauchy_p"),
+            "remaining": _remaining(frames)}
+
+
+def _span(text: str, name: str) -> tuple[int, int]:
+    b, e = BEGIN.format(name), END.format(name)
+    i, j = text.find(b), text.find(e)
+    if i < 0 or j < i or text.count(b) != 1 or text.count(e) != 1:
+        raise ValueError(f"{PAGE.name}: the markers of the generated block {name!r} are missing or repeated")
+    return i + len(b), j
+
+
+def render_page(text: str, blocks: dict[str, str]) -> str:
+    """``text`` with every generated region replaced by its block (between its two markers)."""
+    for name in BLOCKS:
+        i, j = _span(text, name)
+        text = text[:i] + "\n" + blocks[name] + "\n" + text[j:]
+    return text
+
+
+def stale_blocks(text: str, blocks: dict[str, str]) -> list[str]:
+    """The generated regions of ``text`` that differ from ``blocks`` (empty: the page is current)."""
+    return [name for name in BLOCKS if text[slice(*_span(text, name))] != "\n" + blocks[name] + "\n"]
+
+
+def write_page(check: bool) -> int:
+    blocks = page_blocks()
+    text = PAGE.read_text()
+    if check:
+        stale = stale_blocks(text, blocks)
+        if stale:
+            print(f"{PAGE} is stale in {', '.join(stale)}: python benchmarks/frontier_mnist5.py --tables", file=sys.stderr)
+        return 1 if stale else 0
+    PAGE.write_text(render_page(text, blocks))
+    PLOT.parent.mkdir(parents=True, exist_ok=True)
+    plot(pd.read_csv(RESULTS / "frontier_mnist5.csv"), str(PLOT))
+    print(f"wrote {PAGE} and {PLOT}")
+    return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="mnist5", choices=sorted(SETS))
@@ -254,7 +342,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, the machine's cores)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--quick", action="store_true", help="two tiny points on the tiny MNIST test fixture, eager, 3 draws")
+    ap.add_argument("--tables", action="store_true",
+                    help="rewrite the generated tables of docs/frontier.md and its plot from the CSVs (nothing runs)")
+    ap.add_argument("--check", action="store_true", help="with --tables: exit 1 if the page differs, write nothing")
     a = ap.parse_args()
+    if a.tables:
+        sys.exit(write_page(a.check))
     logging.getLogger("certdp").setLevel(logging.WARNING)
     if a.threads:
         import torch

@@ -78,3 +78,47 @@ def test_frontier_quick_reports_every_epsilon_and_the_term_that_sets_s(tmp_path)
     assert set(ags.point) == {"d8", "g64"} and set(ags.epsilon) == {5, 10}
     assert ags.sets_S.str.match(r"^(cover|r=\d+)$").all() and (ags.agt_cpu_s > 0).all()
     assert (df.arm == "DP-SGD matched (pure)").any()
+
+
+def _frontier():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("frontier_mnist5", BENCH / "frontier_mnist5.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_frontier_page_holds_the_tables_generated_from_the_csvs():
+    """docs/frontier.md has no placeholder left and its generated regions are exactly what
+    ``frontier_mnist5.py --tables`` makes of benchmarks/results/frontier_*.csv (a hand edit of a
+    cell, or a CSV changed without regenerating the page, fails); its plot exists."""
+    import re
+
+    import pandas as pd
+    f = _frontier()
+    text = f.PAGE.read_text()
+    assert not re.search(r"^\s*(MNIST5_TABLES|BLOBS_TABLES|REMAINING|[A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*$", text, re.M)
+    blocks = f.page_blocks()
+    assert f.stale_blocks(text, blocks) == [], "docs/frontier.md is stale: python benchmarks/frontier_mnist5.py --tables"
+    assert f.render_page(text, blocks) == text
+    assert "](img/frontier_mnist5.png)" in text and f.PLOT.is_file() and f.PLOT.stat().st_size > 0
+    # every point of each CSV has its row, with the accuracy of each epsilon as the CSV has it
+    for d in ("mnist5", "blobs"):
+        df = pd.read_csv(f.RESULTS / f"frontier_{d}.csv")
+        row = df[(df.arm == "cauchy_p")].iloc[-1]
+        assert f"| {row.point} |" in blocks[d] and f"{row.accuracy_median:.3f} ({row.sets_S})" in blocks[d]
+
+
+def test_frontier_page_check_catches_a_planted_edit():
+    """The check fails when one table cell of the page is edited by hand (the planted bug), and
+    when the page's markers are gone; rendering restores the generated page."""
+    f = _frontier()
+    text = f.PAGE.read_text()
+    blocks = f.page_blocks()
+    i = text.index("| d1024-t40 |")
+    cell = text.index("0.877", i)
+    planted = text[:cell] + "0.878" + text[cell + 5:]
+    assert f.stale_blocks(planted, blocks) == ["mnist5"]
+    assert f.render_page(planted, blocks) == text
+    with pytest.raises(ValueError, match="markers"):
+        f.stale_blocks(text.replace(f.END.format("blobs"), ""), blocks)

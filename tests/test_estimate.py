@@ -366,6 +366,23 @@ def test_a_long_run_says_its_estimate_before_it_starts_and_a_small_one_times_not
     assert "whole run" in line and "device=cuda" in line and "certdp resume" in line and f"({E.duration_span(est.low, est.high)})" in line
 
 
+def test_a_run_short_on_idle_cores_but_long_on_busy_ones_says_its_estimate(tmp_path, monkeypatch, caplog):
+    """The defect: `certdp ags dataset=mnist5` (CPU default: 28 s at the optimistic rate) timed
+    nothing and printed no estimate at load 10-20 on 2 cores, where its AGT took 45 minutes:
+    whether to time the machine ignored the load."""
+    import os
+    m = Machine().install(monkeypatch, tmp_path)
+    s = settings("ags", "dataset=mnist5", "device=cpu")
+    assert 20 < E.work_of(s).elements() * E.OPTIMISTIC_UNIT["cpu"] < E.CALIBRATE_ABOVE_S
+    with caplog.at_level("INFO", logger="certdp"):
+        E.announce(s)                                               # idle cores: a short run, nothing timed
+    assert m.calls == [] and "estimate from the settings" not in caplog.text
+    monkeypatch.setattr(E, "_load", lambda: 8.0 * (os.cpu_count() or 1))
+    with caplog.at_level("INFO", logger="certdp"):
+        est = E.announce(s)
+    assert m.calls and est.seconds >= E.LONG_RUN_S and "estimate from the settings" in caplog.text
+
+
 @pytest.mark.slow           # a real timing: 2-40 s on 2 cores, with the load
 def test_a_real_timing_is_plausible_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("CERTDP_CACHE", str(tmp_path))

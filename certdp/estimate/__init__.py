@@ -132,10 +132,15 @@ def _load() -> float:
         return 0.0
 
 
+def busy() -> float:
+    """How much the load now slows a run down: the load average over the cores, at least 1."""
+    return max(1.0, _load() / max(1, os.cpu_count() or 1))
+
+
 def overhead_s() -> float:
     """A run's start and end: :data:`RUN_OVERHEAD_S` on an idle machine, longer when the load
     average exceeds the cores (the imports are one thread: 20 s measured at load 10 on 2 cores)."""
-    return RUN_OVERHEAD_S * max(1.0, _load() / max(1, os.cpu_count() or 1))
+    return RUN_OVERHEAD_S * busy()
 
 
 def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None = None, entries: dict | None = None,
@@ -206,8 +211,9 @@ def announce(settings, *, embedding: Embedding | None = None) -> Estimate | None
     ``embedding``: the run's embeddings as counted against its cache (default: from the settings).
     Rates come from the cache; a run whose work at the optimistic rate exceeds
     :data:`CALIBRATE_ABOVE_S` (or that embeds texts) times this machine first (once, and again when
-    the load moved more than :data:`RETIME_MOVED`) and scales by the load now; a smaller run probes
-    the load only when its cached estimate, :data:`SLOWEST` times slower, would be long.
+    the load moved more than :data:`RETIME_MOVED`) and scales by the load now (the optimistic time
+    counts the load now: a busy machine makes a small run long); a smaller run probes the load
+    only when its cached estimate, :data:`SLOWEST` times slower, would be long.
     Advisory: any failure is silent (a run never fails for its estimate)."""
     from certdp import checkpoint
     try:
@@ -219,7 +225,11 @@ def announce(settings, *, embedding: Embedding | None = None) -> Estimate | None
         entries = checkpoint.current().entries or None
         dev = torch.device(getattr(settings.run, "device", "cpu") or "cpu")
         text = work.embedding is not None
-        big = text or work.left(entries).elements() * OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) >= CALIBRATE_ABOVE_S
+        # the optimistic time on this machine as loaded now: a run that is short on idle cores can
+        # be long on busy ones (mnist5's CPU default: 28 s at the optimistic rate, 45 min of
+        # AGT at load 10-20 on 2 cores, and it printed no estimate before the load counted here)
+        unit = OPTIMISTIC_UNIT.get(dev.type, OPTIMISTIC_UNIT["cuda"]) * (busy() if dev.type == "cpu" else 1.0)
+        big = text or work.left(entries).elements() * unit >= CALIBRATE_ABOVE_S
         est = estimate(settings, device=dev, calibrate=big, work=work, entries=entries,
                        retime_moved=RETIME_MOVED if big else None, scaled=big)
         if not big and est is not None and est.seconds * SLOWEST >= LONG_RUN_S:
