@@ -274,7 +274,7 @@ def _remaining(frames: dict[str, pd.DataFrame]) -> str:
         done = set(df.point)
         left = [k for k in SETS[d] if k not in done]
         head = (f"* **{d}**: {len(done & set(SETS[d]))} of the sweep's {len(SETS[d])} points measured "
-                f"(issue 29 asks for at least {ASKED[d]})")
+                f"(the project asks for at least {ASKED[d]})")
         if not left:
             lines.append(head + "; none left.")
             continue

@@ -196,18 +196,20 @@ def estimate(settings, *, device=None, calibrate: bool = True, work: Work | None
 
 
 # ---------------------------------------------------------------------------- before a run starts
-LONG_RUN_S = 600.0          # a run estimated longer than this says so before it starts
+SAY_ABOVE_S = 120.0         # a run estimated longer than this says its estimate before it starts
+LONG_RUN_S = 600.0          # ... and longer than this, also what would make it faster
 # the fastest rate (seconds per element) a device is credited with when deciding whether a run
 # is big enough to be worth timing this machine for (10x below the measured IBP rates)
 OPTIMISTIC_UNIT = {"cpu": 5e-10, "cuda": 2e-12}
-CALIBRATE_ABOVE_S = 30.0    # ... : when its work at that rate exceeds this (the timing takes ~5-30 s once)
+CALIBRATE_ABOVE_S = 10.0    # ... : when its work at that rate exceeds this (the timing takes ~5-30 s once)
 RETIME_MOVED = 3.0          # such a run times a cached rate again when the load moved more than this
 SLOWEST = 30.0              # a small run's cached estimate, this much slower, is still short: no probe
 
 
 def announce(settings, *, embedding: Embedding | None = None) -> Estimate | None:
-    """Before a run starts: when its settings estimate exceeds :data:`LONG_RUN_S`, or it embeds
-    texts, log it with its band and what would make it faster (a resumed run: what is left).
+    """Before a run starts: when its settings estimate exceeds :data:`SAY_ABOVE_S`, or it embeds
+    texts, log it with its band (a resumed run: what is left); beyond :data:`LONG_RUN_S`, also
+    what would make it faster.
     ``embedding``: the run's embeddings as counted against its cache (default: from the settings).
     Rates come from the cache; a run whose work at the optimistic rate exceeds
     :data:`CALIBRATE_ABOVE_S` (or that embeds texts) times this machine first (once, and again when
@@ -232,11 +234,15 @@ def announce(settings, *, embedding: Embedding | None = None) -> Estimate | None
         big = text or work.left(entries).elements() * unit >= CALIBRATE_ABOVE_S
         est = estimate(settings, device=dev, calibrate=big, work=work, entries=entries,
                        retime_moved=RETIME_MOVED if big else None, scaled=big)
-        if not big and est is not None and est.seconds * SLOWEST >= LONG_RUN_S:
+        if not big and est is not None and est.seconds * SLOWEST >= SAY_ABOVE_S:
             est = estimate(settings, device=dev, calibrate=False, work=work, entries=entries)
     except Exception:
         return None
-    if est is None or not est.known or (est.seconds < LONG_RUN_S and not text):
+    if est is None or not est.known or (est.seconds < SAY_ABOVE_S and not text):
+        return est
+    if est.seconds < LONG_RUN_S and not text:
+        log.info("estimate from the settings: %s on %s for %s", est.text(), dev,
+                 "what is left of the run" if est.whole is not None else "the whole run")
         return est
     faster = ([] if dev.type == "cuda" else ["a GPU (device=cuda)"]) + ["fewer radii (staircase.k_max)",
                                                                        "fewer train.steps or a quick profile"]
