@@ -366,40 +366,6 @@ def test_a_long_run_says_its_estimate_before_it_starts_and_a_small_one_times_not
     assert "whole run" in line and "device=cuda" in line and "certdp resume" in line and f"({E.duration_span(est.low, est.high)})" in line
 
 
-def test_mnist5s_default_says_its_estimate_on_idle_cores_and_on_busy_ones(tmp_path, monkeypatch, caplog):
-    """The defects: `certdp ags dataset=mnist5` (CPU default: 26 s of work at the optimistic rate,
-    3 min on 2 idle cores) timed nothing and printed no estimate -- at load 10-20, where its AGT
-    took 45 minutes, nor on idle cores, where issue 29 asks for the estimate before the start."""
-    import os
-    m = Machine().install(monkeypatch, tmp_path)
-    s = settings("ags", "dataset=mnist5", "device=cpu")
-    assert E.CALIBRATE_ABOVE_S < E.work_of(s).elements() * E.OPTIMISTIC_UNIT["cpu"] < 30
-    with caplog.at_level("INFO", logger="certdp"):
-        est = E.announce(s)                                         # idle cores: timed, said
-    assert m.calls and est.seconds >= E.SAY_ABOVE_S and "estimate from the settings" in caplog.text
-    caplog.clear()
-    monkeypatch.setattr(E, "_load", lambda: 8.0 * (os.cpu_count() or 1))
-    with caplog.at_level("INFO", logger="certdp"):
-        busy = E.announce(s)
-    assert busy.seconds > est.seconds and "estimate from the settings" in caplog.text
-
-
-def test_a_run_between_the_two_thresholds_says_its_estimate_without_advice(tmp_path, monkeypatch, caplog):
-    Machine().install(monkeypatch, tmp_path)
-    s = settings("ags", "dataset=mnist5", "device=cpu")
-    monkeypatch.setattr(E, "SAY_ABOVE_S", 1.0)
-    monkeypatch.setattr(E, "LONG_RUN_S", 1e9)
-    with caplog.at_level("INFO", logger="certdp"):
-        E.announce(s)
-    line = next(r.getMessage() for r in caplog.records if "estimate from the settings" in r.getMessage())
-    assert "faster" not in line and "whole run" in line
-    monkeypatch.setattr(E, "SAY_ABOVE_S", 1e9)                      # planted: a threshold nothing reaches
-    caplog.clear()
-    with caplog.at_level("INFO", logger="certdp"):
-        E.announce(s)
-    assert "estimate from the settings" not in caplog.text
-
-
 @pytest.mark.slow           # a real timing: 2-40 s on 2 cores, with the load
 def test_a_real_timing_is_plausible_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("CERTDP_CACHE", str(tmp_path))

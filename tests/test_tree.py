@@ -102,3 +102,13 @@ def test_the_checks_catch_a_planted_cycle_and_an_upward_arrow():
     # a relative import is resolved like the interpreter does
     g, _ = _graph([ROOT / "tools" / "prober" / "__init__.py"])
     assert all(d.startswith(("tools.prober", "certdp")) for d in g["tools.prober"])
+
+
+def _long_files(limit: int = 500) -> list[str]:
+    return [f"{p.relative_to(ROOT)}: {n} lines" for part in PARTS for p in sorted((ROOT / part).rglob("*.py"))
+            if "__pycache__" not in p.parts and (n := len(p.read_text().splitlines())) > limit]
+
+
+def test_every_python_file_of_the_tree_fits_500_lines():
+    assert _long_files() == []
+    assert _long_files(limit=400) != []          # the check sees the files (a lower limit finds some)
