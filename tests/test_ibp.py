@@ -225,3 +225,16 @@ def test_blocked_ibp_sums_are_the_materialised_ones(widths, loss, n, monkeypatch
         b = ibp.gradient_sum_stats_blocked(m, box, x, y, clip=clip)
         assert all(torch.equal(u, v) for u, v in zip(a, b))
     assert src is not None
+
+
+def test_no_compiled_pass_relies_on_torchs_automatic_dynamic_shapes(monkeypatch):
+    """With ``dynamic=None`` a graph recompiled after the process had seen other shapes (the
+    estimate's timings, then a second mnist5 run at K = 129) returned boxes that excluded the
+    nominal run; every compiled pass is either dynamic from the start or static per shape."""
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: seen.append(kw.get("dynamic")) or fn)
+    monkeypatch.setattr(ibp, "_HEAD", {})
+    monkeypatch.setattr(ibp, "_COMPILED", {})
+    ibp._head_fns(True)
+    ibp._compiled_sum_stats(ModelSpec((3, 4, 1), "mse"), 1.0)
+    assert len(seen) == 3 and None not in seen, seen
