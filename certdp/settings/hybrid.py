@@ -328,11 +328,6 @@ _TABLES = {"LORA_FIELDS": LoraSettings, "DPLORA_FIELDS": DPLoraSettings, "HEAD_F
            "HYBRID_FIELDS": HybridOptions, "HYBRID_PRIVACY_FIELDS": HybridPrivacySettings}
 
 
-def head_fields() -> dict[str, Field]:
-    """The ``head`` table: the declaration of :class:`HeadSettings`."""
-    return settings_of(HeadSettings)
-
-
 def __getattr__(name: str) -> dict[str, Field]:
     if name in _TABLES:
         return settings_of(_TABLES[name])
