@@ -67,6 +67,38 @@ def test_a_planted_declared_default_is_caught(monkeypatch):
     assert yaml_disagreements(config_dir(), ("certify",)) == ["certify: staircase.ratio: YAML 2.0, declared 3.0"]
 
 
+def test_a_planted_second_default_of_a_hybrid_key_is_caught(monkeypatch):
+    """hybrid's sections are declared in dataclass fields too: a declared default that disagrees
+    with configs/hybrid.yaml is caught, as is a dataclass default beside the declaration."""
+    from certdp.settings.hybrid import HeadSettings, LoraSettings
+    plant(monkeypatch, LoraSettings, "rank", default=8)
+    plant(monkeypatch, HeadSettings, "k_max", default=256)
+    assert yaml_disagreements(config_dir(), ("hybrid",)) == ["hybrid: lora.rank: YAML 16, declared 8",
+                                                             "hybrid: head.k_max: YAML 512, declared 256"]
+    assert _second([LoraSettings, HeadSettings]) == ["LoraSettings.rank: default 16, declared 8",
+                                                     "HeadSettings.k_max: default 512, declared 256"]
+
+
+@pytest.mark.parametrize("command, file, old, new, found", [
+    ("hybrid", "hybrid.yaml", "  n_runs: 5", "  n_runs: 7", "hybrid: dpsgd_head.n_runs: YAML 7, declared 5"),
+    ("hybrid", "hybrid.yaml", "  smoothness: proven", "  smoothness: unproven",
+     "hybrid: privacy.smoothness: YAML 'unproven', declared 'proven'"),
+    ("hybrid", "hybrid.yaml", "    epsilon: 3", "    epsilon: 4",
+     "hybrid: hybrid.size_sweep: YAML SizeSweepSettings(epsilon=4.0, n_private=(1000, 2500, 5000, 10000, 20000)), "
+     "declared SizeSweepSettings(epsilon=3.0, n_private=(1000, 2500, 5000, 10000, 20000))"),
+    ("feasibility", "feasibility.yaml", "  cauchy_factor: 6", "  cauchy_factor: 2",
+     "feasibility: feasibility.cauchy_factor: YAML 2.0, declared 6.0"),
+    ("feasibility", "feasibility.yaml", "    stop: 0.999", "    stop: 0.99",
+     "feasibility: feasibility.confidence: YAML ConfidenceGrid(start=0.001, stop=0.99, step=0.001, values=None), "
+     "declared ConfidenceGrid(start=0.001, stop=0.999, step=0.001, values=None)")])
+def test_a_planted_yaml_disagreement_of_hybrid_and_feasibility_is_caught(tmp_path, command, file, old, new, found):
+    cdir = _copy_configs(tmp_path)
+    f = cdir / file
+    assert old in f.read_text()
+    f.write_text(f.read_text().replace(old, new))
+    assert yaml_disagreements(cdir, (command,)) == [found]
+
+
 def test_an_engine_option_is_compared_with_the_engines_own_default(tmp_path):
     cdir = _copy_configs(tmp_path)
     f = cdir / "certificate" / "auto.yaml"
@@ -162,9 +194,36 @@ def _second(classes=None) -> list[str]:
 def test_no_setting_is_declared_twice():
     classes = {c.__name__ for c in schema.settings_classes()}
     assert {"TrainSettings", "StaircaseSettings", "PrivacySettings", "AuditSettings", "DPAuditSettings",
-            "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid", "RunOptions", "ModelSettings"} <= classes, \
-        classes
+            "ShardSettings", "AGSSettings", "BaselineSettings", "OptimisedGrid", "RunOptions", "ModelSettings",
+            "FeasibilitySettings", "ConfidenceGrid", "LoraSettings", "DPLoraSettings", "HeadSettings",
+            "DPSGDHeadSettings", "HybridPrivacySettings", "SplitSettings", "SizeSweepSettings",
+            "HybridOptions"} <= classes, classes
     assert schema.second_declarations() == []
+
+
+# Keys still declared by a table of their own (certdp/settings/experiment.py, not yet converted):
+# agtr's top-level ``queries`` and certdp dpaudit's variant of ``privacy.releases``.
+LEFT_AS_TABLES = {"queries", "privacy.releases"}
+
+
+def test_no_section_is_declared_by_a_separate_table():
+    """Every key the parsers read is a settings dataclass field's declaration (or derived from
+    one), except the dataset loaders' tables and the engines' options (schema.TABLE_SECTIONS)."""
+    assert {t.split(":", 1)[0] for t in schema.separate_tables()} == LEFT_AS_TABLES, schema.separate_tables()
+    hybrid = {d.key.split(".", 1)[0] for d in schema.declarations() if "hybrid" in d.commands}
+    assert {"privacy", "split", "lora", "dpsgd", "head", "dpsgd_head", "hybrid"} <= hybrid
+
+
+def test_a_planted_separate_table_is_caught(monkeypatch):
+    """A table beside the dataclass (as LORA_FIELDS and FEASIBILITY_FIELDS were) declaring a
+    setting of its own."""
+    from certdp.data.params import Field, integer, real
+    tables = schema.tables
+    lora = {"rank": Field(16, integer, help="LoRA rank, tabled"),
+            "alpha": Field(16.0, real, help="LoRA scaling alpha")}       # the dataclass's own help: derived
+    monkeypatch.setattr(schema, "tables", lambda: [t for t in tables() if t[0] != "lora"] +
+                        [("lora", lora, ("hybrid",), "")])
+    assert {t.split(":", 1)[0] for t in schema.separate_tables()} == LEFT_AS_TABLES | {"lora.rank"}
 
 
 def test_a_planted_second_declaration_is_caught(monkeypatch):
@@ -205,7 +264,11 @@ def test_a_planted_yaml_default_of_a_train_setting_is_caught(tmp_path):
 @pytest.mark.parametrize("section, cls, bad", [("train", "TrainSettings", {"steps": 0}),
                                                ("train", "TrainSettings", {"contraction": 1.5}),
                                                ("staircase", "StaircaseSettings", {"ratio": 1.0}),
-                                               ("audit", "AuditSettings", {"repeats": 0})])
+                                               ("audit", "AuditSettings", {"repeats": 0}),
+                                               ("lora", "LoraSettings", {"rank": 2.7}),
+                                               ("head", "HeadSettings", {"contraction": 1.5}),
+                                               ("split", "SplitSettings", {"fractions": [1.5]}),
+                                               ("feasibility.confidence", "ConfidenceGrid", {"step": 0})])
 def test_a_value_built_directly_is_refused_as_the_config_is(section, cls, bad):
     """The declaration checks a value built directly (``__post_init__``) with the config's
     one-line refusal: the range is not written a second time."""

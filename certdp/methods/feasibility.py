@@ -20,9 +20,9 @@ log = logging.getLogger("certdp")
 
 
 def run(settings: FeasibilitySettings, *, progress: bool = True) -> dict[str, pd.DataFrame]:
-    conf = np.array(settings.confidence)
-    cs, deltas, factor = list(settings.c), list(settings.deltas), settings.cauchy_factor
-    wlo, whi = settings.window
+    conf = np.array(settings.points)
+    cs, deltas, factor = list(settings.c), list(settings.delta), settings.cauchy_factor
+    wlo, whi = settings.approx_window
 
     rows, peaks = [], []
     lo_c, hi_c = float(conf.min()), float(conf.max())

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from certdp.data.params import (Field, Names, boolean, choice, choices, integer, integers, parse_settings, real, reals,
+from certdp.data.params import (NOT_A_SETTING, Field, Names, boolean, choice, choices, integer, integers, parse_settings, real, reals,
                                 check_settings, section, setting, settings_of)
 from certdp.errors import ConfigError
 from certdp.privacy.accounting import accountant_names
@@ -276,27 +276,27 @@ MAX_GRID = 10 ** 6       # confidence points (each a row of results.csv per curv
 MIN_GRID_START = 1e-12   # the grid is rounded to 12 decimals: a smaller start becomes confidence 0
 
 
-@dataclass(frozen=True)
-class FeasibilitySettings:
-    """``feasibility``: the confidence grid 1 - alpha, the factors c, the deltas of Theorem 3.3,
-    Theorem 3.2's Cauchy factor and the approximate-DP window whose peak is reported."""
-    confidence: tuple[float, ...]
-    c: tuple[float, ...]
-    deltas: tuple[float, ...]
-    cauchy_factor: float
-    window: tuple[float, float]
-    run: RunOptions | None = field(default=None, compare=False)
-
-
 CONF = partial(real, lo=0, hi=1, lo_open=True, hi_open=True)
-CONFIDENCE_FIELDS = {
-    "start": Field(0.001, CONF, help="first confidence 1 - alpha of the grid"),
-    "stop": Field(0.999, CONF, help="last confidence of the grid"),
-    "step": Field(0.001, partial(real, lo=0, lo_open=True), help="grid step"),
-    "values": Field(None, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True, scalar_ok=False, none=True,
-                                  null_means="the start/stop/step grid"),
-                    help="explicit confidences instead of the grid"),
-}
+
+
+@dataclass(frozen=True)
+class ConfidenceGrid:
+    """``feasibility.confidence``: the grid start, start + step, ... up to stop of confidences
+    1 - alpha, or the explicit ``values``.  Each field declares its setting."""
+    start: float = setting(0.001, CONF, help="first confidence 1 - alpha of the grid")
+    stop: float = setting(0.999, CONF, help="last confidence of the grid")
+    step: float = setting(0.001, partial(real, lo=0, lo_open=True), help="grid step")
+    values: tuple[float, ...] | None = setting(None, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True,
+                                                             scalar_ok=False, none=True,
+                                                             null_means="the start/stop/step grid"),
+                                               help="explicit confidences instead of the grid")
+
+    def __post_init__(self):
+        check_settings(self, "feasibility.confidence")
+
+
+def _confidence(value: Any, key: str) -> ConfidenceGrid:
+    return ConfidenceGrid(**parse_settings(section(value, key), settings_of(ConfidenceGrid), prefix=key))
 
 
 def _window(value: Any, key: str) -> tuple[float, float]:
@@ -309,13 +309,16 @@ def _window(value: Any, key: str) -> tuple[float, float]:
     return w
 
 
-def confidence_grid(g: dict, key: str) -> tuple[float, ...]:
+_window.describe = lambda: "[lo, hi] with 0 <= lo < hi <= 1, or null (the whole grid)"
+
+
+def confidence_grid(g: ConfidenceGrid, key: str) -> tuple[float, ...]:
     """The grid start, start + step, ... up to stop (never beyond it), or the given values;
     at most :data:`MAX_GRID` points."""
     import numpy as np
-    if g["values"] is not None:
-        return tuple(float(v) for v in np.unique(np.array(g["values"])))
-    start, stop, step = g["start"], g["stop"], g["step"]
+    if g.values is not None:
+        return tuple(float(v) for v in np.unique(np.array(g.values)))
+    start, stop, step = g.start, g.stop, g.step
     if stop < start:
         raise ConfigError(f"{key}.stop", f"got {stop!r} (below {key}.start = {start!r}); allowed: stop >= start")
     size = math.floor((stop - start) / step + 1e-9) + 1
@@ -339,31 +342,46 @@ def _check_confidences(conf: tuple[float, ...], key: str) -> tuple[float, ...]:
 # certdp feasibility reads no data: the dataset section only names the run folder's part
 FEASIBILITY_DATASET_FIELDS = {"name": Field("none", partial(choice, allowed=("none",)),
                                             help="none: certdp feasibility reads no data")}
-FEASIBILITY_FIELDS = {
-    "confidence": Field(None, subsection(CONFIDENCE_FIELDS), help="the confidence grid 1 - alpha"),
-    "c": Field([1, 2, 3], partial(reals, lo=0, lo_open=True), help="the factors c of the critical ratios"),
-    "delta": Field(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True), help="the deltas of Theorem 3.3"),
-    "cauchy_factor": Field(6, partial(real, lo=0, lo_open=True), help="Theorem 3.2's Cauchy factor"),
-    "approx_window": Field([0.8, 1.0], _window,
-                           help="the confidence window [lo, hi] whose approximate-DP peak is reported"),
-}
+
+
+@dataclass(frozen=True)
+class FeasibilitySettings:
+    """``feasibility``: the confidence grid 1 - alpha, the factors c, the deltas of Theorem 3.3,
+    Theorem 3.2's Cauchy factor and the approximate-DP window whose peak is reported.  Each
+    field but ``run`` declares its setting; ``points`` are the grid's confidences, checked when a
+    value is built (at most :data:`MAX_GRID`, none rounding alpha to 1)."""
+    confidence: ConfidenceGrid = setting(None, Subsection(settings_of(ConfidenceGrid), _confidence),
+                                         help="the confidence grid 1 - alpha")
+    c: tuple[float, ...] = setting([1, 2, 3], partial(reals, lo=0, lo_open=True),
+                                   help="the factors c of the critical ratios")
+    delta: tuple[float, ...] = setting(1e-5, partial(reals, lo=0, hi=1, lo_open=True, hi_open=True),
+                                       help="the deltas of Theorem 3.3")
+    cauchy_factor: float = setting(6, partial(real, lo=0, lo_open=True), help="Theorem 3.2's Cauchy factor")
+    approx_window: tuple[float, float] = setting([0.8, 1.0], _window,
+                                                 help="the confidence window [lo, hi] whose approximate-DP peak is reported")
+    run: RunOptions | None = field(default=None, compare=False,
+                                   metadata={NOT_A_SETTING: "the run options (read by the CLI)"})
+    points: tuple[float, ...] = field(init=False, metadata={NOT_A_SETTING: "the grid's confidences (derived)"})
+
+    def __post_init__(self):
+        check_settings(self, "feasibility")
+        g = self.confidence
+        if g.values is None and g.start < MIN_GRID_START:
+            raise ConfigError("feasibility.confidence.start", f"got {g.start:g} (the grid is rounded to 12 decimals, "
+                                                              "and a confidence of 0 makes the critical ratios 0/0); "
+                                                              f"allowed: a start of at least {MIN_GRID_START:g}")
+        conf = _check_confidences(confidence_grid(g, "feasibility.confidence"), "feasibility.confidence.values")
+        object.__setattr__(self, "points", conf)
 
 
 def feasibility_settings(cfg: Any, run: RunOptions | None = None) -> FeasibilitySettings:
-    f = strict(cfg, FEASIBILITY_FIELDS, prefix="feasibility")
-    g = f["confidence"]
-    if g["values"] is None and g["start"] < MIN_GRID_START:
-        raise ConfigError("feasibility.confidence.start", f"got {g['start']:g} (the grid is rounded to 12 decimals, "
-                                                          "and a confidence of 0 makes the critical ratios 0/0); "
-                                                          f"allowed: a start of at least {MIN_GRID_START:g}")
-    conf = _check_confidences(confidence_grid(g, "feasibility.confidence"), "feasibility.confidence.values")
-    return FeasibilitySettings(conf, f["c"], f["delta"], f["cauchy_factor"], f["approx_window"], run)
+    return FeasibilitySettings(**strict(cfg, settings_of(FeasibilitySettings), prefix="feasibility"), run=run)
 
 
 # The tables of the sections declared in dataclass fields, under the names they had as tables:
 # read from the dataclass on every access, so they cannot drift from it (no second copy).
 _TABLES = {"AUDIT_FIELDS": AuditSettings, "DPAUDIT_FIELDS": DPAuditSettings, "SHARD_FIELDS": ShardSettings,
-           "GRID_FIELDS": OptimisedGrid}
+           "GRID_FIELDS": OptimisedGrid, "CONFIDENCE_FIELDS": ConfidenceGrid, "FEASIBILITY_FIELDS": FeasibilitySettings}
 
 
 def __getattr__(name: str) -> dict[str, Field]:

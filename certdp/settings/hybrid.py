@@ -14,17 +14,18 @@ import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from certdp.data import dataset_settings
-from certdp.data.params import (Field, boolean, choice, choices, integer, integers, names, parse_settings, real, reals,
-                                section, text)
+from certdp.data.params import (Field, Names, boolean, check_settings, choice, choices, integer, integers, names,
+                                parse_settings, real, reals, section, setting, settings_of, text)
 from certdp.data.sources import cache_dir
 from certdp.errors import ConfigError
 from certdp.privacy.dpsgd_core import DPSGD_ACCOUNTANTS
 from certdp.bounds import get_certificate
 from certdp.privacy.mechanisms import make_mechanism, names as names_of
 from certdp.privacy.smoothness import POLICIES, release_proof
-from certdp.settings.base import RunOptions, strict, subsection, top_level
+from certdp.settings.base import RunOptions, Subsection, strict, top_level
 from certdp.settings.privacy import MAX_DRAWS, _beta
 from certdp.settings.training import MAX_STEPS
 
@@ -34,60 +35,170 @@ ENCODERS = ("mpnet", "minilm")
 THRESHOLDS = ("public", "zero")
 
 
+POS = partial(real, lo=0, lo_open=True)
+DELTA = partial(real, lo=0, lo_open=True, hi=1, hi_open=True)
+
+
+def _targets(value: Any, key: str) -> tuple[str, ...]:
+    """A list of module names ([] = the q and v projections)."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return ()
+    return names(value, key, what="a list of module names ([] = the q and v projections)")
+
+
+_targets.describe = lambda: "list of module names ([] = the q and v projections)"
+
+
+def _certificate_names() -> tuple[str, ...]:
+    from certdp.bounds import CERTIFICATES
+    return tuple(sorted(CERTIFICATES))
+
+
 @dataclass(frozen=True)
 class LoraSettings:
-    """LoRA adapters (rank, scaling alpha, dropout) on ``targets`` (() = the q and v projections)."""
-    rank: int
-    alpha: float
-    dropout: float
-    targets: tuple[str, ...]
+    """``lora``: LoRA adapters (rank, scaling alpha, dropout) on ``targets`` (() = the q and v
+    projections).  Each field declares its setting."""
+    rank: int = setting(16, partial(integer, lo=1, hi=4096), help="LoRA rank")
+    alpha: float = setting(16.0, POS, help="LoRA scaling alpha")
+    dropout: float = setting(0.0, partial(real, lo=0, hi=0.99), help="LoRA dropout")
+    targets: tuple[str, ...] = setting([], _targets,
+                                       help="module names LoRA adapts (empty: the encoder's attention projections)")
+
+    def __post_init__(self):
+        check_settings(self, "lora")
 
 
 @dataclass(frozen=True)
 class DPLoraSettings:
-    """DP-LoRA fine-tuning: expected batch B (Poisson rate B/N), epochs, l2 clip, AdamW lr, the
-    accountant and delta_1; ``physical_tokens`` bounds a micro-batch (memory only)."""
-    batch_size: int
-    epochs: float
-    clip: float
-    lr: float
-    accountant: str
-    delta: float
-    physical_tokens: int
-    checkpoint_every: int
+    """``dpsgd`` of certdp hybrid: DP-LoRA fine-tuning: expected batch B (Poisson rate B/N),
+    epochs, l2 clip, AdamW lr, the accountant and delta_1; ``physical_tokens`` bounds a
+    micro-batch (memory only).  Each field declares its setting."""
+    batch_size: int = setting(1024, partial(integer, lo=1), help="DP-LoRA logical batch size")
+    epochs: float = setting(3.0, POS, help="DP-LoRA epochs")
+    clip: float = setting(1.0, POS, help="DP-LoRA per-sample clipping norm")
+    lr: float = setting(1e-3, POS, help="DP-LoRA learning rate")
+    accountant: str = setting("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS), help="DP-LoRA accountant")
+    delta: float = setting(5e-6, DELTA, help="delta_1 spent by DP-LoRA")
+    physical_tokens: int = setting(4096, partial(integer, lo=8), help="tokens per physical batch (memory)")
+    checkpoint_every: int = setting(1, partial(integer, lo=1), help="DP-LoRA steps between checkpoints")
+
+    def __post_init__(self):
+        check_settings(self, "dpsgd")
 
 
 @dataclass(frozen=True)
 class HeadSettings:
-    """AGS logistic head on PCA-``pca_dim`` of the (adapted or frozen) embedding: contractive
-    clipped full-batch GD, AGT certificate for k = 1..k_max (and N), releases at delta_2."""
-    pca_dim: int
-    steps: int
-    lr: float
-    clip: float
-    contraction: float
-    certificate: str
-    k_max: int
-    include_n: bool
-    releases: tuple[str, ...]
-    allocations: tuple[str, ...]
-    n_draws: int
-    delta: float
-    beta: float | None
+    """``head``: AGS logistic head on PCA-``pca_dim`` of the (adapted or frozen) embedding:
+    contractive clipped full-batch GD, AGT certificate for k = 1..k_max (and N), releases at
+    delta_2.  Each field declares its setting."""
+    pca_dim: int = setting(8, partial(integer, lo=1), help="public PCA dimension of the head's features")
+    steps: int = setting(150, partial(integer, lo=1, hi=MAX_STEPS), help="AGS head training steps")
+    lr: float = setting(2.0, POS, help="AGS head learning rate")
+    clip: float = setting(0.05, POS, help="AGS head clipping bound gamma")
+    contraction: float = setting(0.3, partial(real, lo=0, lo_open=True, hi=1), help="AGS head contraction lambda")
+    certificate: str = setting("crown", partial(choice, allowed=Names(_certificate_names)),
+                               help="the head's certificate engine")
+    k_max: int = setting(512, partial(integer, lo=1), help="the head's largest radius")
+    include_n: bool = setting(True, boolean, help="add k = N to the head's radii")
+    releases: tuple[str, ...] = setting(["laplace_p", "cauchy_p"],
+                                        partial(choices, allowed=Names(partial(names_of, "parameter"))),
+                                        help="the head's parameter releases")
+    allocations: tuple[str, ...] = setting(["l1", "anisotropic"], partial(choices, allowed=ALLOCATIONS),
+                                           help="how the head's budget is spread over parameters: l1 | anisotropic")
+    n_draws: int = setting(41, partial(integer, lo=1, hi=MAX_DRAWS), help="noise draws per head release")
+    delta: float = setting(5e-6, DELTA, help="delta_2 spent by the head")
+    beta: float | None = setting("auto", _beta, help="the head's smoothness beta (auto: each mechanism's rule)")
+
+    def __post_init__(self):
+        check_settings(self, "head")
 
 
 @dataclass(frozen=True)
 class DPSGDHeadSettings:
-    """Frozen encoder + DP-SGD logistic head (same PCA features as the AGS head)."""
-    batch_size: int
-    epochs: float
-    clip: float
-    lrs: tuple[float, ...]
-    n_runs: int
+    """``dpsgd_head``: frozen encoder + DP-SGD logistic head (same PCA features as the AGS
+    head).  Each field declares its setting."""
+    batch_size: int = setting(256, partial(integer, lo=1), help="DP-SGD head batch size")
+    epochs: float = setting(10.0, POS, help="DP-SGD head epochs")
+    clip: float = setting(1.0, POS, help="DP-SGD head clipping norm")
+    lrs: tuple[float, ...] = setting([0.5, 2.0], partial(reals, lo=0, lo_open=True),
+                                     help="DP-SGD head learning rates chosen among")
+    n_runs: int = setting(5, partial(integer, lo=1, hi=10 ** 4), help="DP-SGD head runs per point")
+
+    def __post_init__(self):
+        check_settings(self, "dpsgd_head")
+
+
+@dataclass(frozen=True)
+class HybridPrivacySettings:
+    """``privacy`` of certdp hybrid: the total budgets eps = eps_1 + eps_2, the total delta and
+    the smoothness policy of the AGS head.  Each field declares its setting."""
+    epsilons: tuple[float, ...] = setting([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True),
+                                          help="total privacy budgets epsilon")
+    delta: float = setting(1e-5, DELTA, help="total delta (delta_1 + delta_2 at most this)")
+    smoothness: str = setting("proven", partial(choice, allowed=POLICIES),
+                              help="proven | unproven (see privacy.smoothness)")
+
+    def __post_init__(self):
+        check_settings(self, "privacy")
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """``split``: the candidate fractions eps_1 / eps and whether end-to-end adapters of smaller
+    budgets are candidates too.  Each field declares its setting."""
+    fractions: tuple[float, ...] = setting([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True),
+                                           help="fractions of epsilon spent by DP-LoRA (the rest by the head)")
+    reuse_end_to_end: bool = setting(True, boolean,
+                                     help="reuse the DP-LoRA encoder across epsilons (counted end to end)")
+
+    def __post_init__(self):
+        check_settings(self, "split")
+
+
+@dataclass(frozen=True)
+class SizeSweepSettings:
+    """``hybrid.size_sweep``: the private-size sweep (null: none).  Each field declares its setting."""
+    epsilon: float | None = setting(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep"),
+                                    help="epsilon of the private-size sweep")
+    n_private: tuple[int, ...] | None = setting([1000, 2500, 5000, 10000, 20000],
+                                                partial(integers, lo=2, min_length=0, none=True,
+                                                        null_means="no size sweep"),
+                                                help="private set sizes swept")
+
+    def __post_init__(self):
+        check_settings(self, "hybrid.size_sweep")
+
+
+def _size_sweep(value: Any, key: str) -> SizeSweepSettings:
+    return SizeSweepSettings(**parse_settings(section(value, key), settings_of(SizeSweepSettings), prefix=key))
+
+
+@dataclass(frozen=True)
+class HybridOptions:
+    """``hybrid``: the arms, the head's decision threshold, the work folder (as given; the
+    resolved folder is :attr:`HybridSettings.work_dir`) and the size sweep.  Each field declares
+    its setting."""
+    arms: tuple[str, ...] = setting(list(ARMS), partial(choices, allowed=ARMS),
+                                    help="the arms: dplora | hybrid | frozen_ags | frozen_dpsgd")
+    threshold: str = setting("public", partial(choice, allowed=THRESHOLDS),
+                             help="the head's decision threshold: public (chosen on public data) | zero")
+    work_dir: str | None = setting(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid"),
+                                   help="folder of the encoder checkpoints and embeddings")
+    size_sweep: SizeSweepSettings = setting(None, Subsection(settings_of(SizeSweepSettings), _size_sweep),
+                                            help="the private-size sweep")
+
+    def __post_init__(self):
+        check_settings(self, "hybrid")
 
 
 @dataclass(frozen=True)
 class HybridSettings:
+    """What certdp hybrid runs on: the values of its sections, read and checked (their keys are
+    declared once, by the fields of :class:`HybridPrivacySettings`, :class:`SplitSettings`,
+    :class:`LoraSettings`, :class:`DPLoraSettings`, :class:`HeadSettings`,
+    :class:`DPSGDHeadSettings`, :class:`HybridOptions` and the sst2 dataset's table).  The flat
+    fields are copies of those values, resolved (``work_dir`` a folder, ``sizes`` a tuple);
+    none has a default of its own."""
     encoder: str
     max_seq_length: int
     n_test: int                            # held out of GLUE train as the test set
@@ -108,90 +219,11 @@ class HybridSettings:
     dpsgd_head: DPSGDHeadSettings
     seed: int
     work_dir: Path
+    smoothness: str                               # privacy.smoothness (certdp/privacy/smoothness.py)
     dataset: dict = field(default_factory=dict)   # the sst2 dataset's settings, for the data layer
-    smoothness: str = "proven"                    # privacy.smoothness (certdp/privacy/smoothness.py)
     run: RunOptions | None = field(default=None, compare=False)
 
 
-POS = partial(real, lo=0, lo_open=True)
-DELTA = partial(real, lo=0, lo_open=True, hi=1, hi_open=True)
-
-LORA_FIELDS = {
-    "rank": Field(16, partial(integer, lo=1, hi=4096), help="LoRA rank"),
-    "alpha": Field(16.0, POS, help="LoRA scaling alpha"),
-    "dropout": Field(0.0, partial(real, lo=0, hi=0.99), help="LoRA dropout"),
-    "targets": Field([], lambda v, key: () if v in (None, []) else names(v, key, what="a list of module names "
-                                                                                      "([] = the q and v projections)"),
-                     help="module names LoRA adapts (empty: the encoder's attention projections)"),
-}
-DPLORA_FIELDS = {
-    "batch_size": Field(1024, partial(integer, lo=1), help="DP-LoRA logical batch size"),
-    "epochs": Field(3.0, POS, help="DP-LoRA epochs"),
-    "clip": Field(1.0, POS, help="DP-LoRA per-sample clipping norm"),
-    "lr": Field(1e-3, POS, help="DP-LoRA learning rate"),
-    "accountant": Field("pld", partial(choice, allowed=DPSGD_ACCOUNTANTS), help="DP-LoRA accountant"),
-    "delta": Field(5e-6, DELTA, help="delta_1 spent by DP-LoRA"),
-    "physical_tokens": Field(4096, partial(integer, lo=8), help="tokens per physical batch (memory)"),
-    "checkpoint_every": Field(1, partial(integer, lo=1), help="epochs between DP-LoRA checkpoints"),
-}
-
-
-def head_fields() -> dict[str, Field]:
-    from certdp.bounds import CERTIFICATES
-    return {
-        "pca_dim": Field(8, partial(integer, lo=1), help="public PCA dimension of the head's features"),
-        "steps": Field(150, partial(integer, lo=1, hi=MAX_STEPS), help="AGS head training steps"),
-        "lr": Field(2.0, POS, help="AGS head learning rate"),
-        "clip": Field(0.05, POS, help="AGS head clipping bound gamma"),
-        "contraction": Field(0.3, partial(real, lo=0, lo_open=True, hi=1), help="AGS head contraction lambda"),
-        "certificate": Field("crown", partial(choice, allowed=tuple(sorted(CERTIFICATES))),
-                             help="the head's certificate engine"),
-        "k_max": Field(512, partial(integer, lo=1), help="the head's largest radius"),
-        "include_n": Field(True, boolean, help="add k = N to the head's radii"),
-        "releases": Field(["laplace_p", "cauchy_p"], partial(choices, allowed=names_of("parameter")),
-                          help="the head's parameter releases"),
-        "allocations": Field(["l1", "anisotropic"], partial(choices, allowed=ALLOCATIONS),
-                             help="how the head's budget is spread over parameters: l1 | anisotropic"),
-        "n_draws": Field(41, partial(integer, lo=1, hi=MAX_DRAWS), help="noise draws per head release"),
-        "delta": Field(5e-6, DELTA, help="delta_2 spent by the head"),
-        "beta": Field("auto", _beta, help="the head's smoothness beta (auto: each mechanism's rule)"),
-    }
-
-
-DPSGD_HEAD_FIELDS = {
-    "batch_size": Field(256, partial(integer, lo=1), help="DP-SGD head batch size"),
-    "epochs": Field(10.0, POS, help="DP-SGD head epochs"),
-    "clip": Field(1.0, POS, help="DP-SGD head clipping norm"),
-    "lrs": Field([0.5, 2.0], partial(reals, lo=0, lo_open=True), help="DP-SGD head learning rates chosen among"),
-    "n_runs": Field(5, partial(integer, lo=1, hi=10 ** 4), help="DP-SGD head runs per point"),
-}
-SPLIT_FIELDS = {
-    "fractions": Field([0.5, 0.75], partial(reals, lo=0, hi=1, lo_open=True, hi_open=True),
-                       help="fractions of epsilon spent by DP-LoRA (the rest by the head)"),
-    "reuse_end_to_end": Field(True, boolean, help="reuse the DP-LoRA encoder across epsilons (counted end to end)"),
-}
-SIZE_FIELDS = {
-    "epsilon": Field(3.0, partial(real, lo=0, lo_open=True, none=True, null_means="no size sweep"),
-                     help="epsilon of the private-size sweep"),
-    "n_private": Field([1000, 2500, 5000, 10000, 20000],
-                       partial(integers, lo=2, min_length=0, none=True, null_means="no size sweep"),
-                       help="private set sizes swept"),
-}
-HYBRID_FIELDS = {
-    "arms": Field(list(ARMS), partial(choices, allowed=ARMS),
-                  help="the arms: dplora | hybrid | frozen_ags | frozen_dpsgd"),
-    "threshold": Field("public", partial(choice, allowed=THRESHOLDS),
-                       help="the head's decision threshold: public (chosen on public data) | zero"),
-    "work_dir": Field(None, partial(text, what="a writable folder", none=True, null_means="<cache>/hybrid"),
-                      help="folder of the encoder checkpoints and embeddings"),
-    "size_sweep": Field(None, subsection(SIZE_FIELDS), help="the private-size sweep"),
-}
-# The hybrid's own dataset keys (the rest is the sst2 dataset's table)
-HYBRID_PRIVACY_FIELDS = {
-    "epsilons": Field([0.5, 1, 2, 3, 5, 8], partial(reals, lo=0, lo_open=True), help="total privacy budgets epsilon"),
-    "delta": Field(1e-5, DELTA, help="total delta (delta_1 + delta_2 at most this)"),
-    "smoothness": Field("proven", partial(choice, allowed=POLICIES), help="proven | unproven (see privacy.smoothness)"),
-}
 # read by certdp hybrid beside the sst2 dataset's own table
 N_TEST_EVAL = Field(None, partial(integer, lo=1, none=True, null_means="the whole test set"),
                     help="test sentences evaluated")
@@ -242,52 +274,61 @@ def hybrid_settings(cfg: dict) -> HybridSettings:
     own_fields = hybrid_dataset_fields()
     own = parse_settings({k: dataset[k] for k in own_fields if dataset.get(k) is not None}, own_fields,
                          prefix="dataset")
-    p = strict(sec["privacy"], HYBRID_PRIVACY_FIELDS, prefix="privacy")
-    split = strict(sec["split"], SPLIT_FIELDS, prefix="split")
-    h = strict(sec["hybrid"], HYBRID_FIELDS, prefix="hybrid")
-    sw = h["size_sweep"]
-    dps = DPLoraSettings(**strict(sec["dpsgd"], DPLORA_FIELDS, prefix="dpsgd"))
-    hd = strict(sec["head"], head_fields(), prefix="head")
-    head = HeadSettings(**hd)
+    p = HybridPrivacySettings(**strict(sec["privacy"], settings_of(HybridPrivacySettings), prefix="privacy"))
+    split = SplitSettings(**strict(sec["split"], settings_of(SplitSettings), prefix="split"))
+    h = HybridOptions(**strict(sec["hybrid"], settings_of(HybridOptions), prefix="hybrid"))
+    sw = h.size_sweep
+    dps = DPLoraSettings(**strict(sec["dpsgd"], settings_of(DPLoraSettings), prefix="dpsgd"))
+    head = HeadSettings(**strict(sec["head"], settings_of(HeadSettings), prefix="head"))
     # a beta above a release's limit fails here (P = 1: the loosest limit), named as the head's key
     head_keys = {"privacy.beta": "head.beta", "privacy.delta": "head.delta"}
     for release in head.releases:
-        for eps in p["epsilons"]:
-            for f in split["fractions"]:
+        for eps in p.epsilons:
+            for f in split.fractions:
                 try:
                     make_mechanism(release, query="parameter", epsilon=eps * (1 - f), delta=head.delta,
                                    beta=head.beta, n_params=1)
                 except ConfigError as e:
                     raise ConfigError(head_keys.get(e.key, e.key), e.message) from None
-    if {"hybrid", "frozen_ags"} & set(h["arms"]):    # the AGS head's releases are smooth: refuse before any work
-        release_proof(get_certificate(head.certificate), p["smoothness"])
-    lora = strict(sec["lora"], LORA_FIELDS, prefix="lora")
-    if dps.delta + head.delta > p["delta"] * (1 + 1e-12):
+    if {"hybrid", "frozen_ags"} & set(h.arms):    # the AGS head's releases are smooth: refuse before any work
+        release_proof(get_certificate(head.certificate), p.smoothness)
+    lora = LoraSettings(**strict(sec["lora"], settings_of(LoraSettings), prefix="lora"))
+    if dps.delta + head.delta > p.delta * (1 + 1e-12):
         raise ConfigError("privacy.delta", f"delta_1 + delta_2 = {dps.delta:g} + {head.delta:g} exceeds the total "
-                                         f"privacy.delta {p['delta']:g}; allowed: dpsgd.delta + head.delta <= "
+                                         f"privacy.delta {p.delta:g}; allowed: dpsgd.delta + head.delta <= "
                                          "privacy.delta (lower dpsgd.delta or head.delta)")
+    dpsgd_head = DPSGDHeadSettings(**strict(sec["dpsgd_head"], settings_of(DPSGDHeadSettings), prefix="dpsgd_head"))
     if run.selection == "fixed":      # one candidate per arm: nothing is chosen among private runs
-        dpsgd_head = strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS, prefix="dpsgd_head")
-        for key, values in (("split.fractions", split["fractions"]), ("head.allocations", head.allocations),
-                            ("dpsgd_head.lrs", dpsgd_head["lrs"])):
+        for key, values in (("split.fractions", split.fractions), ("head.allocations", head.allocations),
+                            ("dpsgd_head.lrs", dpsgd_head.lrs)):
             if len(values) != 1:
                 raise ConfigError(key, f"selection=fixed trains only the configured candidate, but {key} holds "
                                        f"{len(values)} values; allowed: one value, or selection=grid")
-        if split["reuse_end_to_end"] and "dplora" in h["arms"] and len(p["epsilons"]) > 1:
+        if split.reuse_end_to_end and "dplora" in h.arms and len(p.epsilons) > 1:
             raise ConfigError("split.reuse_end_to_end", "selection=fixed trains only the configured eps_1, but "
                                                         "reuse_end_to_end adds candidates; allowed: false, or "
                                                         "selection=grid")
-    work = Path(h["work_dir"]).expanduser() if h["work_dir"] else cache_dir() / "hybrid"
+    work = Path(h.work_dir).expanduser() if h.work_dir else cache_dir() / "hybrid"
     return HybridSettings(
         encoder=own["encoder"], max_seq_length=own["max_seq_length"], n_test=own["n_test"],
         n_private=own["n_private"], n_test_eval=n_test_eval, n_public=own["n_public"],
-        epsilons=p["epsilons"], delta=p["delta"], fractions=split["fractions"],
-        reuse_end_to_end=split["reuse_end_to_end"], arms=h["arms"],
-        size_epsilon=sw["epsilon"], sizes=tuple(sw["n_private"] or ()), threshold=h["threshold"],
-        lora=LoraSettings(rank=lora["rank"], alpha=lora["alpha"], dropout=lora["dropout"],
-                          targets=tuple(lora["targets"] or ())),
-        dpsgd=dps, head=head, dpsgd_head=DPSGDHeadSettings(**strict(sec["dpsgd_head"], DPSGD_HEAD_FIELDS,
-                                                                    prefix="dpsgd_head")),
+        epsilons=p.epsilons, delta=p.delta, fractions=split.fractions,
+        reuse_end_to_end=split.reuse_end_to_end, arms=h.arms,
+        size_epsilon=sw.epsilon, sizes=tuple(sw.n_private or ()), threshold=h.threshold,
+        lora=lora, dpsgd=dps, head=head, dpsgd_head=dpsgd_head,
         seed=run.seed, work_dir=_writable_folder(work, "hybrid.work_dir"),
         dataset={**dataset, "encoder": own["encoder"], "max_seq_length": own["max_seq_length"]},
-        smoothness=p["smoothness"], run=run)
+        smoothness=p.smoothness, run=run)
+
+
+# The tables of the sections declared in dataclass fields, under the names they had as tables:
+# read from the dataclass on every access, so they cannot drift from it (no second copy).
+_TABLES = {"LORA_FIELDS": LoraSettings, "DPLORA_FIELDS": DPLoraSettings, "HEAD_FIELDS": HeadSettings,
+           "DPSGD_HEAD_FIELDS": DPSGDHeadSettings, "SPLIT_FIELDS": SplitSettings, "SIZE_FIELDS": SizeSweepSettings,
+           "HYBRID_FIELDS": HybridOptions, "HYBRID_PRIVACY_FIELDS": HybridPrivacySettings}
+
+
+def __getattr__(name: str) -> dict[str, Field]:
+    if name in _TABLES:
+        return settings_of(_TABLES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -118,11 +118,11 @@ def tables() -> list[tuple[str, Mapping[str, Field], tuple[str, ...], str]]:
             ("ags", C.ags_fields(), _commands_reading("ags"), ""),
             ("dpsgd", {"arms": C.dpsgd_fields(with_arms=True)["arms"]}, ("dpsgd",), ""),
             ("dpsgd", C.dpsgd_fields(with_arms=False), PARAMETER_COMMANDS, ""),
-            ("feasibility", C.FEASIBILITY_FIELDS, (FEASIBILITY,), "")]
-    out += [(prefix, fields, (HYBRID,), "") for prefix, fields in (
-        ("privacy", H.HYBRID_PRIVACY_FIELDS), ("split", H.SPLIT_FIELDS), ("lora", H.LORA_FIELDS),
-        ("dpsgd", H.DPLORA_FIELDS), ("head", H.head_fields()), ("dpsgd_head", H.DPSGD_HEAD_FIELDS),
-        ("hybrid", H.HYBRID_FIELDS))]
+            ("feasibility", settings_of(C.FeasibilitySettings), (FEASIBILITY,), "")]
+    out += [(prefix, settings_of(cls), (HYBRID,), "") for prefix, cls in (
+        ("privacy", H.HybridPrivacySettings), ("split", H.SplitSettings), ("lora", H.LoraSettings),
+        ("dpsgd", H.DPLoraSettings), ("head", H.HeadSettings), ("dpsgd_head", H.DPSGDHeadSettings),
+        ("hybrid", H.HybridOptions))]
     return out
 
 
@@ -305,9 +305,30 @@ def second_declarations(classes: list[type] | None = None) -> list[str]:
     return out
 
 
+# Sections whose keys are declared by a table rather than by a settings dataclass's fields, and why:
+# a dataset's keys by its loader's table (certdp/data/*.py; certdp hybrid's and certdp
+# feasibility's dataset keys are derived from or sit beside them), an engine option by the engines
+# that read it (its default is each engine's constructor's).
+TABLE_SECTIONS = {"dataset": "a dataset loader's table (certdp/data/*.py)",
+                  "certificate": "the engines' options (certdp/settings/training.py, defaults in each engine)"}
+
+
+def separate_tables() -> list[str]:
+    """The keys declared by a separate table: a declaration the parsers read (outside
+    :data:`TABLE_SECTIONS`) that is not a settings dataclass field's own (nor derived from one,
+    with ``dataclasses.replace``: same name and help), as ``<key>: <help>``.  A nested section
+    read as a plain mapping (``dpsgd.optimised``) holds no value of its own: its keys are checked."""
+    import dataclasses
+    own = {(f.name, f.metadata[SETTING].help) for cls in settings_classes() for f in dataclasses.fields(cls)
+           if SETTING in f.metadata}
+    return [f"{d.key}: {d.field.help}" for d in declarations()
+            if d.key.split(".", 1)[0] not in TABLE_SECTIONS and (d.key.rsplit(".", 1)[-1], d.field.help) not in own
+            and not (getattr(d.field.parse, "fields", None) is not None and getattr(d.field.parse, "build", None) is None)]
+
+
 def group_options(config_dir: Path, group: str) -> list[str]:
     return sorted(p.stem for p in (Path(config_dir) / group).glob("*.yaml"))
 
 
 __all__ = ["Declaration", "declarations", "declared_for", "tables", "yaml_disagreements", "undeclared_yaml_keys",
-           "engine_default", "settings_classes", "second_declarations"]
+           "engine_default", "settings_classes", "second_declarations", "separate_tables"]
