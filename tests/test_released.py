@@ -16,6 +16,7 @@ import pytest
 
 from certdp import results
 from cli_helpers import digest, fake_run, labelled_table, main_in_process, one_line, released_doc
+from tools.prober.fixtures_surfaces import _set       # the prober's edit of a released.json: one home
 
 
 @pytest.mark.parametrize("fmt", [1, 2])
@@ -43,16 +44,6 @@ def test_predict_finds_the_publish_folder_and_the_old_top_level_file(tmp_path):
     (run / "publish" / "released.json").write_text(json.dumps(released_doc(2)) + "x")   # format 2 first, and broken
     code, _, err = main_in_process("predict", str(run), "--input", str(tmp_path / "t.csv"))
     assert code == 2 and one_line(err).startswith("certdp: error: released.json: ") and "publish" in err
-
-
-def _set(doc, path, value):
-    node = doc
-    for k in path[:-1]:
-        node = node[k]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
 
 
 BAD_DOCS = [
