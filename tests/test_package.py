@@ -70,3 +70,15 @@ def test_wheel_holds_every_module_config_and_experiment(tmp_path):
     assert "License-Expression: MIT" in head
     torch_req = [h for h in head if h.startswith("Requires-Dist: torch")]
     assert torch_req and "<2.14" in torch_req[0] and ">=2.4" in torch_req[0], torch_req   # a range, not a pin
+
+
+def test_the_listed_packages_are_every_package_of_the_tree():
+    """pyproject lists its packages (configs/ and experiments/ ship under certdp._configs): a new
+    subpackage left off the list is missing from the wheel (certdp.agt, certdp.commands and
+    certdp.bounds.rules were, and the installed `certdp` failed on its first import)."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    have = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "certdp").rglob("__init__.py")}
+    have |= {"certdp._configs" + "".join("." + q for q in d.relative_to(ROOT / "configs").parts)
+             for d in [ROOT / "configs", *(p for p in (ROOT / "configs").rglob("*") if p.is_dir())]}
+    assert have - listed == set() and listed - have - {"certdp._experiments"} == set()
