@@ -34,6 +34,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from test_tree import _cycle
 
 ROOT = Path(__file__).resolve().parent.parent / "certdp"
 
@@ -145,23 +146,8 @@ def test_no_import_cycles():
     # a package's __init__ that imports its own submodules (a registry) is not an edge back
     edges = {m: {d for d in deps if not (MODULES[d].name == "__init__.py" and m.startswith(d + "."))}
              for m, deps in GRAPH.items()}
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(m):
-        state[m] = 1
-        stack.append(m)
-        for d in sorted(edges[m]):
-            if state.get(d) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [d]))
-            if d not in state:
-                visit(d)
-        stack.pop()
-        state[m] = 2
-
-    for m in sorted(edges):
-        if m not in state:
-            visit(m)
+    found = _cycle(edges)                            # the whole tree's search (tests/test_tree.py)
+    assert found is None, "import cycle: " + " -> ".join(found or [])
 
 
 def runner_of(mod: str) -> str | None:

@@ -21,7 +21,7 @@ def _names(path: Path) -> list[str]:
     return [dotted, rel.name] if rel.parts[0] in ("tests", "benchmarks") and len(rel.parts) == 2 else [dotted]
 
 
-def _graph(paths: list[Path]) -> tuple[dict[str, set[str]], dict[str, str]]:
+def _graph(paths: list[Path]) -> dict[str, set[str]]:
     owner = {n: _names(p)[0] for p in paths for n in _names(p)}
     graph: dict[str, set[str]] = {}
     for p in paths:
@@ -45,12 +45,12 @@ def _graph(paths: list[Path]) -> tuple[dict[str, set[str]], dict[str, str]]:
                 if t and owner[t] != me:
                     deps.add(owner[t])
         graph[me] = deps
-    return graph, owner
+    return graph
 
 
 def _tree() -> dict[str, set[str]]:
     paths = [p for part in PARTS for p in sorted((ROOT / part).rglob("*.py")) if "__pycache__" not in p.parts]
-    graph, _ = _graph(paths)
+    graph = _graph(paths)
     # a package's __init__ that imports its own submodules (a registry) is not an edge back
     return {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
 
@@ -100,7 +100,7 @@ def test_the_checks_catch_a_planted_cycle_and_an_upward_arrow():
     deps = graph[victim] | {"certdp.results"}
     assert _cycle({**planted, victim: deps}) is not None
     # a relative import is resolved like the interpreter does
-    g, _ = _graph([ROOT / "tools" / "prober" / "__init__.py"])
+    g = _graph([ROOT / "tools" / "prober" / "__init__.py"])
     assert all(d.startswith(("tools.prober", "certdp")) for d in g["tools.prober"])
 
 
