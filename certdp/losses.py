@@ -59,8 +59,12 @@ from typing import ClassVar
 
 import torch
 
-from certdp import DTYPE
+from certdp import DTYPE, kernels
 from certdp.registry import Registry
+
+# every exp of the bounds below runs after each elementary function's first call on one thread
+# (certdp/kernels.py: a first call split over threads can be off by 1e7 ulps on one chunk)
+kernels.settle()
 
 # float64 unit roundoff: the margin of softmax_bounds is a multiple of it
 _U = 2.0 ** -53

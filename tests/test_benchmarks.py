@@ -43,6 +43,7 @@ QUICK = {
     "roofline.py": ["--quick", "--shapes", "mnist5,blobs"],
     "frontier_mnist5.py": ["--quick"],
     "gaplp_frontier.py": ["--quick"],
+    "kernel_race.py": ["--quick"],
 }
 
 

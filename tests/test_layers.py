@@ -5,7 +5,7 @@ concepts.
 Layers, lowest first (a module may import its own layer and the layers below it only), as drawn
 in the house plan (ARCHITECTURE.md) and as the imports are:
 
-1. base: ``certdp`` (DTYPE), ``errors``, ``losses``, ``models``, ``seeding``, ``metrics``,
+1. base: ``certdp`` (DTYPE), ``errors``, ``kernels`` (elementary functions settled and checked), ``losses``, ``models``, ``seeding``, ``metrics``,
    ``results`` (atomic files and run folders; imports nothing of certdp), ``registry`` (named
    tables), ``checkpoint`` (resumable loops) and ``data`` (datasets, their registry and the typed
    settings parsers ``data.params``)
@@ -39,7 +39,7 @@ from test_tree import _cycle
 ROOT = Path(__file__).resolve().parent.parent / "certdp"
 
 LAYERS = [
-    ("base", ("certdp", "certdp.errors", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
+    ("base", ("certdp", "certdp.errors", "certdp.kernels", "certdp.losses", "certdp.models", "certdp.seeding", "certdp.metrics",
               "certdp.results", "certdp.registry", "certdp.checkpoint", "certdp.data")),
     ("bounds", ("certdp.bounds",)),
     ("training", ("certdp.training", "certdp.agt", "certdp.neighbours")),
@@ -51,7 +51,7 @@ LAYERS = [
                    "certdp.listing", "certdp.figures", "certdp.plots", "certdp.reproduction")),
 ]
 # base-layer packages -> the certdp packages (outside themselves) they may import
-BASE_LEAVES = {"certdp.errors": (), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),
+BASE_LEAVES = {"certdp.errors": (), "certdp.kernels": ("certdp.errors",), "certdp.seeding": (), "certdp.results": (), "certdp.registry": (),
                "certdp.data": ("certdp.errors", "certdp.registry", "certdp.results", "certdp.checkpoint")}
 MAX_LINES = 500
 

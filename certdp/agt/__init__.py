@@ -71,7 +71,7 @@ from dataclasses import dataclass
 
 import torch
 
-from certdp import DTYPE, checkpoint
+from certdp import DTYPE, checkpoint, kernels
 from certdp.agt.ledger import ledger_loop, ledger_width
 from certdp.agt.state import LoopState, Pass, trivial_step
 from certdp.agt.steps import box_loop
@@ -192,6 +192,7 @@ def run_agt(model: ModelSpec, theta_init: torch.Tensor, data: tuple[torch.Tensor
     """Train nominally on ``data`` = (x, y) and certify envelopes for all radii ``k_values`` in one
     pass (:class:`AGTOptions`: the engine, plan, window, device and watchers).  See the module
     docstring for what is added to the engine's steps."""
+    kernels.verify()              # exp, log, ... within 2 ulps on every thread (certdp/kernels.py)
     opts = options
     cert = opts.certificate if opts.certificate is not None else get_certificate("ibp")
     check_supported(cert, model)
