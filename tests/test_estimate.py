@@ -15,6 +15,7 @@ from certdp import checkpoint, results
 from certdp import estimate as E
 from certdp.data import dataset_size, entries, load_dataset
 from certdp.estimate import rates as R
+from certdp.estimate import work
 from certdp.settings import config_dir
 from certdp.settings.compose import compose_and_parse
 
@@ -105,9 +106,27 @@ def test_ags_baselines_count_every_trained_model_and_noise_calibration():
                  "dpsgd.optimised.grid.epochs=[5,20]",
                  "dpsgd.optimised.grid.lr=[0.5,2.0]", "dpsgd.optimised.grid.clip=[0.1]")
     w = E.work_of(s)
-    assert w.other == {"accountant/pld": [(3 * 2, 0.0)], "accountant/rdp": [(3, 0.0)]}   # a calibration per (batch, epochs)
+    # a calibration per (batch, epochs) and budget for the first accountant, one per budget for the
+    # second; each split between the rates timed around its eps (linear in eps; eps 1 at the lowest)
+    at = {f"eps{a:g}": 1.25 * a for a in work.ACCOUNTANT_EPS}
+    assert all(c >= 0 and e == 0.0 for v in w.other.values() for c, e in v)
+    for name, per in (("pld", 2), ("rdp", 1)):
+        loops = {k.split("/")[-1]: v for k, v in w.other.items() if k.startswith(f"accountant/{name}/")}
+        assert sum(c for v in loops.values() for c, _ in v) == pytest.approx(3 * per)
+        assert sum(c * at[k] for k, v in loops.items() for c, _ in v) == pytest.approx(per * (1.25 + 2 + 5))
     steps = [round(ep * n / 64) for ep in (5, 20)]                          # Poisson steps of each candidate
     assert (3 * steps[0] * 2, 64 * (d + 1)) in w.train and (3 * steps[1] * 2, 64 * (d + 1)) in w.train
+
+
+def test_an_accountants_calls_grow_with_eps_beyond_the_timed_budgets():
+    """A calibration's time grows with eps (PLD 0.6 s at eps 1, 6.5 s at 100): beyond the highest
+    timed budget (1.25 x 40 = 50) the calls grow as sqrt(eps); within it they interpolate."""
+    w = work.Work()
+    work.accountant_calls(w, "pld", 200.0, 3)
+    assert w.other == {"accountant/pld/eps40": [(6.0, 0.0)]}
+    w = work.Work()
+    work.accountant_calls(w, "pld", 30.0, 1)
+    assert w.other == {"accountant/pld/eps8": [(pytest.approx(0.5), 0.0)], "accountant/pld/eps40": [(pytest.approx(0.5), 0.0)]}
 
 
 def test_what_the_model_cannot_count_is_named_and_an_unknown_size_gives_none(tmp_path):

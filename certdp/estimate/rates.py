@@ -77,8 +77,8 @@ class Spec:
     at several ``b``); ``agt``, an AGT engine ``(name, options)`` on batches of the run's
     ``batch`` records (its boxes the run's own size; timed at several numbers of radii);
     ``dpsgd``, the matched DP-SGD baseline (``batch`` records a step, timed at several numbers of
-    draws); ``accountant``, one noise calibration of the DP-SGD accountant ``engine[0]`` (seconds
-    a call: no elements).  The model's ``widths`` and ``loss``; ``minibatch`` (batches smaller than
+    draws); ``accountant``, one noise calibration of the DP-SGD accountant ``engine[0]`` at about
+    1.25 times its option ``epsilon`` (seconds a call: no elements).  The model's ``widths`` and ``loss``; ``minibatch`` (batches smaller than
     the data: AGT's per-epoch ledger); ``compiled`` (IBP's fused tau sums, for steps of at least
     ``certdp.bounds.ibp.COMPILE_MIN_ELEMENTS``; None where it does not apply)."""
     widths: tuple[int, ...]
@@ -98,7 +98,8 @@ class Spec:
         if self.kind == "dpsgd":
             return f"dpsgd/{shape}/b{self.batch}"
         if self.kind == "accountant":
-            return f"accountant/{self.engine[0]}"
+            eps = dict(self.engine[1]).get("epsilon")
+            return f"accountant/{self.engine[0]}" + ("" if eps is None else f"/eps{eps:g}")
         name, opts = self.engine
         regime = ("mb" if self.minibatch else "full") + {None: "", True: "+compiled", False: "+eager"}[self.compiled]
         return f"{name}[{','.join(f'{k}={v}' for k, v in opts)}]/{shape}/b{self.batch}/{regime}"

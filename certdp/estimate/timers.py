@@ -65,7 +65,7 @@ ACCOUNTANT_CALL = {"sample_rate": 0.25, "steps": 64, "delta": 1e-5}
 def timer_of(spec, device: torch.device):
     """``timer(b, k, steps) -> seconds`` of one pass of the real code for ``spec``: ``b`` records
     a step (a minibatch AGT spec: 4 batches an epoch), ``k`` radii (AGT) or draws (DP-SGD);
-    an accountant's: the ``k``-th distinct calibration."""
+    an accountant's: the ``k``-th distinct calibration (at eps = E (1 + k/4), E its option ``epsilon``)."""
     from certdp.agt import AGTOptions, run_agt
     from certdp.bounds import get_certificate
     from certdp.privacy import noise
@@ -78,7 +78,8 @@ def timer_of(spec, device: torch.device):
 
     def run(b: int, k: int, steps: int) -> None:
         if spec.kind == "accountant":
-            noise_multiplier.__wrapped__(epsilon=1.0 + 0.5 * k, accountant=spec.engine[0], **ACCOUNTANT_CALL)
+            E = float(dict(spec.engine[1]).get("epsilon", 1.0))
+            noise_multiplier.__wrapped__(epsilon=E * (1.0 + 0.25 * k), accountant=spec.engine[0], **ACCOUNTANT_CALL)
             return
         if data.get("b") != b:
             data.update(b=b, problem=synthetic(spec, 4 * b if spec.minibatch else b, device))

@@ -204,6 +204,37 @@ def data_run(settings, *, max_train: int | None = None, nominal_tag: bool = Fals
     return DataRun(w, n, B, P, T, widths, loss, window, engine, agg, subs, share)
 
 
+# an accountant's noise calibration is timed at these budgets (each at eps = E, 1.25 E and 1.5 E,
+# the median: 1.25 E).  Its time grows with eps: measured on this machine (q 0.25-0.32, 16-64
+# steps, delta 1e-5), PLD 0.6 s at eps 1, 1.2 s at 10, 3.8 s at 50, 6.5 s at 100; RDP 0.17,
+# 1.4, 2.9, 3.7 s; a single rate timed at eps 1-2 made the blobs estimate 3x short
+# (benchmarks/results/estimate_accuracy.md)
+ACCOUNTANT_EPS = (1.0, 8.0, 40.0)
+
+
+def accountant_anchor(name: str, E: float) -> Spec:
+    """The rate of one calibration of accountant ``name`` timed at about 1.25 ``E``."""
+    return Spec((), "", (name, (("epsilon", float(E)),)), kind="accountant")
+
+
+def accountant_calls(w: "Work", name: str, eps: float, calls: float) -> None:
+    """``calls`` calibrations of ``name`` at budget ``eps``: linear in eps between the timed
+    budgets (split between the two anchors' rates around it), the lowest one's below, and beyond
+    the highest growing as sqrt(eps) (PLD 50 -> 100: 1.7x, RDP 1.3x)."""
+    at = [1.25 * E for E in ACCOUNTANT_EPS]
+    if eps <= at[0]:
+        parts = [(0, 1.0)]
+    elif eps >= at[-1]:
+        parts = [(len(at) - 1, math.sqrt(eps / at[-1]))]
+    else:
+        i = max(j for j in range(len(at)) if at[j] <= eps)
+        f = (eps - at[i]) / (at[i + 1] - at[i])
+        parts = [(i, 1.0 - f), (i + 1, f)]
+    for i, share in parts:
+        if share > 0:
+            w.add_other(accountant_anchor(name, ACCOUNTANT_EPS[i]), calls * share, 0.0)
+
+
 def baselines(run: DataRun, settings, arms, draws: int) -> None:
     """The trained baselines of AGS / dpsgd: matched DP-SGD (draws trajectories per budget and
     regime, its own rate), the optimised grid (every candidate's steps once per approximate
@@ -227,8 +258,8 @@ def baselines(run: DataRun, settings, arms, draws: int) -> None:
         b, _, steps = poisson_schedule(batch_size=max(g.batch_size), epochs=max(g.epochs), n=n)
         w.train.append((n_eps * steps * max(0, len(bl.accountants) - 1), b * P))
         for i, name in enumerate(bl.accountants):
-            calls = n_eps * (len(g.batch_size) * len(g.epochs) if i == 0 else 1)
-            w.add_other(Spec((), "", (name, ()), kind="accountant"), calls, 0.0)
+            for eps in pv.epsilons:
+                accountant_calls(w, name, float(eps), len(g.batch_size) * len(g.epochs) if i == 0 else 1)
     if "pate" in arms:
         w.train.append((tr.steps * len(bl.teachers), n * P))
         student = min(tr.steps, bl.student_steps)
