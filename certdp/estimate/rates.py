@@ -16,14 +16,18 @@ per element) or above :data:`UNIT_CEILING`, or a rate that is not finite, is tim
 second refusal keeps a conservative rate (the largest step's time over its elements: never
 below the time per element of larger steps) for this process only, never cached.
 
-**The load.**  On a loaded CPU a step is slower, and much slower with torch's threads: their
-OpenMP runtime spins while waiting for a thread the scheduler took away (measured here,
-2026-11-28, load average 9-12 on 2 cores: a CROWN step of the README run took 51 s with 2
-threads, 7-9 s with 1, 0.4 s vs 1.9 s for a smaller step with ``OMP_WAIT_POLICY=PASSIVE`` vs the
-default).  :func:`probe` times a fixed piece of such work (elementwise operations on 1M-element
-float64 tensors, torch's threads); a rate keeps the probe at its timing and an estimate scales
-by the probe now over the probe then.  The estimate's band (:mod:`certdp.estimate`) widens with
-the repeats' spread and that ratio.
+**The load.**  On a loaded CPU a step is slower than its fair share of the cores: torch's OpenMP
+threads spin at every barrier while a thread the scheduler took away catches up.  Measured on
+this 2-core machine, 2026-11-28, with ``yes`` processes as the other load (a CROWN AGT pass, 10
+steps x 64 radii of a 10-feature regression, 0.39 s on idle cores): 2 others 2.3-2.7x slower, 6
+others 13-15x, 12 others 27-28x, which ((others + threads) / cores) ** 1.7 follows (2.0 with the
+load average's own 1 taken off, 8.4, 24).  :func:`probe` is that factor from the load average
+now; a rate keeps it at its timing and an estimate scales by the factor now over the factor
+then.  (Until then :func:`probe` timed elementwise torch work, 8 ms idle: under the same loads it
+read 2-20x, 34-41x and 66-73x, jumping between 16 and 160 ms at the lightest, and the estimates
+of the README, California and blobs commands at load 3.5 came out 1.0, 5.4 and 4.0x the
+measured time.)  The estimate's band (:mod:`certdp.estimate`) widens with the repeats' spread
+and that ratio.
 
 **The cache**: ``$CERTDP_CACHE/timing/`` (default ``~/.cache/certdp/timing``), one file per
 host, device, CPU count, torch threads and ``OMP_WAIT_POLICY``, torch, certdp and fingerprint of
@@ -50,14 +54,12 @@ import torch
 
 log = logging.getLogger("certdp")
 
-FORMAT = 2                   # of a cache entry; another format is timed again
+FORMAT = 3                   # of a cache entry; another format is timed again (3: probe is a load factor)
 MAX_AGE_S = 7 * 86400.0      # an entry older than this is timed again (a machine's software moves)
 MAX_SIZES = 9
 MAX_ELEMENTS = 1 << 28       # no timed step beyond this (memory)
 MIN_TOP = 1 << 20            # a training-like rate is timed up to at least this many elements a step
 UNIT_CEILING = 1e-3          # seconds per element: no engine is this slow per element
-PROBE_TTL_S = 30.0           # a probe is reused this long within a process
-_PROBE: dict = {}
 _FINGERPRINT: dict = {}
 
 
@@ -176,26 +178,21 @@ class Rate:
 
 
 # ---------------------------------------------------------------------------- the load now
-def _probe_once(x: torch.Tensor) -> float:
-    t0 = time.perf_counter()
-    for _ in range(4):
-        x = torch.maximum(x * 1.0001 - 0.5, x * 0.5).clamp(-1.0, 1.0)
-    return time.perf_counter() - t0
+# the exponent of the load model (module docstring, The load)
+SPIN_EXPONENT = 1.7
 
 
-def probe(*, samples: int = 5) -> float:
-    """Seconds of a fixed piece of torch work on this CPU now (elementwise float64 operations
-    on 1M-element tensors with torch's threads, as a step's are): the median of ``samples``
-    after a warm-up (about 10 ms idle, 1-3 s at load 10 on 2 cores); reused for
-    :data:`PROBE_TTL_S` within a process."""
-    now = time.monotonic()
-    if _PROBE and now - _PROBE["at"] < PROBE_TTL_S:
-        return _PROBE["value"]
-    x = torch.rand(1024, 1024, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    _probe_once(x)
-    value = max(statistics.median(_probe_once(x) for _ in range(samples)), 1e-6)
-    _PROBE.update(at=time.monotonic(), value=value)
-    return value
+def probe(*, load: float | None = None) -> float:
+    """How many times slower than on idle cores torch's work runs at ``load`` (the 1-minute load
+    average; default: now): ``((others + threads) / cores) ** SPIN_EXPONENT``, at least 1, with
+    ``others`` the load average less 1 (this process and noise) and ``threads`` torch's threads
+    (at most the cores).  1 where the load average cannot be read."""
+    load = load_average() if load is None else load
+    if not math.isfinite(load):
+        return 1.0
+    cores = max(1, os.cpu_count() or 1)
+    threads = min(torch.get_num_threads(), cores)
+    return max(1.0, (max(0.0, load - 1.0) + threads) / cores) ** SPIN_EXPONENT
 
 
 def load_average() -> float:
@@ -294,7 +291,6 @@ def calibrate(spec: Spec, device, *, timer=None) -> Rate:
         for attempt in range(2):
             p0, load = probe() if cpu else 1.0, load_average()
             points, setup, spread = _measure(spec, timer)
-            _PROBE.clear()
             p1 = probe() if cpu else 1.0
             o, u, resid = fit_rate(points)
             rate = Rate(o, u, setup, (p0 + p1) / 2, spread + resid, time.time(), load)
@@ -312,19 +308,24 @@ def calibrate(spec: Spec, device, *, timer=None) -> Rate:
 
 
 # ---------------------------------------------------------------------------- the cache
-TIMED_CODE = ("agt.py", "training.py", "models.py", "losses.py", "privacy/noise.py", "privacy/dpsgd_core.py",
+TIMED_CODE = ("agt", "training.py", "models.py", "losses.py", "kernels.py", "privacy/noise.py", "privacy/dpsgd_core.py",
               "privacy/accounting.py", "estimate/rates.py", "estimate/timers.py", "bounds")
 
 
+def timed_files() -> list[Path]:
+    """The source files of :data:`TIMED_CODE` (a package's subpackages included)."""
+    root = Path(__file__).parent.parent
+    return [f for name in TIMED_CODE for f in (sorted((root / name).rglob("*.py")) if (root / name).is_dir()
+                                                else [root / name])]
+
+
 def fingerprint() -> str:
-    """SHA-256 (12 hex digits) of the source of the timed code (:data:`TIMED_CODE`)."""
+    """SHA-256 (12 hex digits) of the source of the timed code (:func:`timed_files`)."""
     if "value" not in _FINGERPRINT:
         root, h = Path(__file__).parent.parent, hashlib.sha256()
-        for name in TIMED_CODE:
-            p = root / name
-            for f in sorted(p.glob("*.py")) if p.is_dir() else [p]:
-                with contextlib.suppress(OSError):
-                    h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+        for f in timed_files():
+            with contextlib.suppress(OSError):
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
         _FINGERPRINT["value"] = h.hexdigest()[:12]
     return _FINGERPRINT["value"]
 
