@@ -22,6 +22,7 @@ its first step; the result is kept for the process.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -65,9 +66,15 @@ def settle() -> None:
             _settled = True
 
 
-def _sample(ranges, n: int) -> torch.Tensor:
+@functools.lru_cache(maxsize=None)
+def _reference(ref, ranges: tuple, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(arguments, ``ref`` of each, the reference's ulp) on ``n`` points spread over ``ranges``:
+    computed once per process (a Python call per point), shared by the retries."""
     per = -(-n // len(ranges))
-    return torch.cat([torch.linspace(a, b, per, dtype=torch.float64) for a, b in ranges])
+    x = torch.cat([torch.linspace(a, b, per, dtype=torch.float64) for a, b in ranges])
+    want = torch.tensor([ref(v) for v in x.tolist()], dtype=torch.float64)
+    ulp = torch.nextafter(want.abs(), torch.tensor(math.inf, dtype=torch.float64)) - want.abs()
+    return x, want, ulp
 
 
 def worst_ulps(name: str, fn=None) -> float:
@@ -76,12 +83,8 @@ def worst_ulps(name: str, fn=None) -> float:
     thread of torch's pool gets chunks."""
     tfn, ref, ranges = FUNCTIONS[name]
     fn = tfn if fn is None else fn
-    n = max(2 ** 15, 4 * _GRAIN * torch.get_num_threads())
-    x = _sample(ranges, n)
-    got = fn(x)
-    want = torch.tensor([ref(v) for v in x.tolist()], dtype=torch.float64)
-    ulp = (torch.nextafter(want.abs(), torch.tensor(math.inf, dtype=torch.float64)) - want.abs())
-    err = (got - want).abs() / ulp
+    x, want, ulp = _reference(ref, tuple(map(tuple, ranges)), max(2 ** 15, 4 * _GRAIN * torch.get_num_threads()))
+    err = (fn(x) - want).abs() / ulp
     err = torch.where(torch.isnan(err), torch.tensor(math.inf, dtype=torch.float64), err)
     return float(err.max())
 
